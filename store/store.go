@@ -1,0 +1,144 @@
+// Package store defines how pinfs reaches bytes: metadata blobs addressed by
+// content (manifests, member tables, Bao outboards) and member objects that
+// are always named by an immutable identity (an S3 object at an exact
+// VersionId, or a blob in the store's content-addressed area).
+//
+// The backends live in sub-packages: store/s3store (aws-sdk-go-v2) and
+// store/localstore (a directory). store/dial turns a --store URL into a
+// Store. Nothing in this package knows about FUSE or manifests.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+)
+
+// Sentinel errors. Backends wrap them so that callers can use errors.Is.
+var (
+	// ErrNotFound: the key, object or pinned version does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAccessDenied: the credentials may not read or write the object.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrVersionMismatch: the backend answered with another version than the one asked for.
+	ErrVersionMismatch = errors.New("response version id differs from the pinned version")
+	// ErrUnversioned: a bucket without versioning, or an object whose version is "null".
+	ErrUnversioned = errors.New("not versioned")
+	// ErrNoVersion: an S3 member object was named without a version id.
+	ErrNoVersion = errors.New("object has no pinned version id")
+)
+
+var casRE = regexp.MustCompile(`^blake3:[0-9a-f]{64}$`)
+
+// Object names one immutable member object. Exactly one form is set:
+// an S3 object at an exact version (Bucket, Key, VersionID), or a blob in
+// the store's content-addressed area (CAS, "blake3:<64 hex>").
+// Use NewVersion or NewCAS, which validate; backends call Validate again
+// before every request, so a zero or half-filled Object is never read.
+type Object struct {
+	Bucket    string
+	Key       string
+	VersionID string
+	CAS       string
+}
+
+// NewVersion returns the Object for bucket/key at version id. It refuses an
+// empty version and S3's "null" version (an object written while the bucket
+// was unversioned), since neither names immutable bytes.
+func NewVersion(bucket, key, versionID string) (Object, error) {
+	o := Object{Bucket: bucket, Key: key, VersionID: versionID}
+	return o, o.Validate()
+}
+
+// NewCAS returns the Object for a content-addressed blob ("blake3:<hex>").
+func NewCAS(digest string) (Object, error) {
+	o := Object{CAS: digest}
+	return o, o.Validate()
+}
+
+// Validate reports whether o names exactly one immutable object.
+func (o Object) Validate() error {
+	switch {
+	case o.CAS != "" && (o.Bucket != "" || o.Key != "" || o.VersionID != ""):
+		return fmt.Errorf("object %v: both a content address and an S3 location", o)
+	case o.CAS != "":
+		if !casRE.MatchString(o.CAS) {
+			return fmt.Errorf("object %q: not a blake3:<64 hex> content address", o.CAS)
+		}
+		return nil
+	case o.Bucket == "" || o.Key == "":
+		return fmt.Errorf("object %v: empty bucket or key", o)
+	case o.VersionID == "":
+		return fmt.Errorf("s3://%s/%s: %w", o.Bucket, o.Key, ErrNoVersion)
+	case o.VersionID == "null":
+		return fmt.Errorf("s3://%s/%s: version id %q: %w", o.Bucket, o.Key, o.VersionID, ErrUnversioned)
+	}
+	return nil
+}
+
+// String returns s3://bucket/key?versionId=v or cas:blake3:<hex>.
+func (o Object) String() string {
+	if o.CAS != "" {
+		return "cas:" + o.CAS
+	}
+	return fmt.Sprintf("s3://%s/%s?versionId=%s", o.Bucket, o.Key, o.VersionID)
+}
+
+// Info describes a member object as the backend reports it.
+type Info struct {
+	Size int64
+	ETag string // S3 only; quoted as S3 returns it
+}
+
+// ObjectReader reads member objects. Implementations must validate obj,
+// send the exact version with every S3 request and check the version id
+// of every response (ErrVersionMismatch).
+type ObjectReader interface {
+	// ReadRange returns length bytes of obj starting at off; length < 0
+	// means to the end. The caller closes the reader. A short body is
+	// reported by the reader as io.ErrUnexpectedEOF.
+	ReadRange(ctx context.Context, obj Object, off, length int64) (io.ReadCloser, error)
+	// Stat returns obj's size (HEAD with the version id for S3).
+	Stat(ctx context.Context, obj Object) (Info, error)
+}
+
+// Blobs holds metadata blobs under keys relative to the store root, such as
+// "manifests/sha256/<hex>". Blobs are content addressed by their callers, so
+// Put of an existing key with the same bytes is a no-op and never an error.
+type Blobs interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(ctx context.Context, key string, data []byte) error
+}
+
+// Store is what the pinfs commands work against: metadata blobs, member
+// reads, and a content-addressed area for member bytes pinned from a
+// local directory.
+type Store interface {
+	Blobs
+	ObjectReader
+	// PutCAS stores size bytes from r under digest ("blake3:<hex>") in the
+	// content-addressed area (key "cas/blake3/<hex>") and returns the Object
+	// to pin: for an S3 store that is the uploaded key at its new VersionID,
+	// for a local store the CAS form. The caller has computed digest; the
+	// store does not re-hash.
+	PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (Object, error)
+	// String returns the store URL.
+	String() string
+}
+
+// ObjectVersion is one entry of a source listing: the current version of a key.
+type ObjectVersion struct {
+	Key       string
+	VersionID string
+	Size      int64
+	ETag      string
+}
+
+// Lister lists the current version of every object under an S3 prefix.
+// It fails with ErrUnversioned (naming the keys) when the bucket has no
+// versioning or a current version is "null".
+type Lister interface {
+	ListCurrent(ctx context.Context, bucket, prefix string) ([]ObjectVersion, error)
+}

@@ -1,0 +1,117 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Checked is the result of checking a manifest and its member table:
+// both matched their digests and parsed, and Problems lists the member
+// checks that failed (none for a snapshot that can be served).
+type Checked struct {
+	Manifest *Manifest
+	Members  []Member
+	Problems []Problem
+}
+
+// Check verifies manifest bytes against digest d and table bytes against
+// the manifest's members.uri and count, then checks every member. An
+// error means the manifest or table itself cannot be trusted.
+func Check(d Digest, manifest, table []byte) (*Checked, error) {
+	m, err := ParseManifest(d, manifest)
+	if err != nil {
+		return nil, err
+	}
+	return checkTable(m, table)
+}
+
+// checkTable checks table against the parsed manifest m.
+func checkTable(m *Manifest, table []byte) (*Checked, error) {
+	d := m.SnapshotID
+	td, _ := m.Members.Digest() // checked by ParseManifest
+	if got := SHA256(table); got != td {
+		return nil, fmt.Errorf("member table of %s: content hashes to %s, manifest names %s: %w", d, got, td, ErrInvalid)
+	}
+	ms, err := ParseMembers(table)
+	if err != nil {
+		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
+	}
+	if int64(len(ms)) != m.Members.Count {
+		return nil, fmt.Errorf("member table of %s: %d members, manifest says %d: %w", d, len(ms), m.Members.Count, ErrInvalid)
+	}
+	var total int64
+	for i := range ms {
+		total += ms[i].Size
+	}
+	if total != m.Members.Bytes {
+		return nil, fmt.Errorf("member table of %s: %d bytes, manifest says %d: %w", d, total, m.Members.Bytes, ErrInvalid)
+	}
+	return &Checked{Manifest: m, Members: ms, Problems: CheckMembers(ms)}, nil
+}
+
+// Snapshot is a manifest and member table that passed every check. It can
+// only be obtained from (*Checked).Snapshot or Load, so code that receives
+// a *Snapshot never sees an unverified manifest. A Snapshot is immutable
+// and safe for concurrent use.
+type Snapshot struct {
+	manifest *Manifest
+	members  []Member
+}
+
+// Snapshot returns the verified snapshot, or an error naming the first
+// problems when any member check failed.
+func (c *Checked) Snapshot() (*Snapshot, error) {
+	if n := len(c.Problems); n > 0 {
+		var first []string
+		for _, p := range c.Problems[:min(n, 3)] {
+			first = append(first, p.String())
+		}
+		return nil, fmt.Errorf("manifest %s: %d member problems: %s: %w", c.Manifest.SnapshotID, n, strings.Join(first, "; "), ErrInvalid)
+	}
+	return &Snapshot{manifest: c.Manifest, members: c.Members}, nil
+}
+
+// Digest returns the snapshot's manifest digest.
+func (s *Snapshot) Digest() Digest { return s.manifest.SnapshotID }
+
+// Manifest returns the verified manifest. Callers must not modify it.
+func (s *Snapshot) Manifest() *Manifest { return s.manifest }
+
+// Members returns the verified members sorted by path. Callers must not
+// modify the slice.
+func (s *Snapshot) Members() []Member { return s.members }
+
+// Getter reads metadata blobs by store key (store.Blobs satisfies it).
+type Getter interface {
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// Fetch reads the manifest with digest d and its member table from g and
+// checks them.
+func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
+	mb, err := g.Get(ctx, ManifestKey(d))
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", d, err)
+	}
+	m, err := ParseManifest(d, mb)
+	if err != nil {
+		return nil, err
+	}
+	td, _ := m.Members.Digest()
+	tb, err := g.Get(ctx, MembersKey(td))
+	if err != nil {
+		return nil, fmt.Errorf("member table %s of %s: %w", td, d, err)
+	}
+	return checkTable(m, tb)
+}
+
+// Load is Fetch followed by Snapshot: the only way for a mount to obtain
+// a snapshot from a store.
+func Load(ctx context.Context, g Getter, d Digest) (*Snapshot, error) {
+	c, err := Fetch(ctx, g, d)
+	if err != nil {
+		return nil, err
+	}
+	return c.Snapshot()
+}
