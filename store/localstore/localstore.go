@@ -1,0 +1,364 @@
+// Package localstore implements store.Store on a local directory.
+//
+// Metadata blobs live at dir/<key> and content-addressed member bytes at
+// dir/cas/blake3/<hex>. Every write goes to a temporary file in the target's
+// directory, is fsynced and then linked or renamed into place, so a reader
+// never sees a partly written blob, and a crash leaves at most a stray
+// ".tmp-*" file behind.
+//
+// A local store holds only content-addressed members: ReadRange and Stat
+// refuse S3 objects. store/dial composes a local store with an S3 client
+// when a manifest kept here names members that live in S3.
+//
+// A Store is safe for concurrent use. Concurrent Puts of the same key with
+// the same bytes all succeed; with different bytes, one wins and the others
+// fail.
+package localstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is a store.Store rooted at a directory.
+type Store struct {
+	dir string // absolute and clean
+}
+
+// New returns the store rooted at dir. dir need not exist yet: the first
+// Put creates it, and reads from a missing directory report
+// store.ErrNotFound. New fails if dir exists and is not a directory.
+func New(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("localstore: empty directory name")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("localstore: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && !fi.IsDir():
+		return nil, fmt.Errorf("localstore: %s is not a directory", abs)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("localstore: %w", err)
+	}
+	return &Store{dir: abs}, nil
+}
+
+// String returns the store's absolute directory.
+func (s *Store) String() string { return s.dir }
+
+// path returns the file that holds key, after checking that key stays
+// inside the store root.
+func (s *Store) path(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", fmt.Errorf("localstore %s: %w", s.dir, err)
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
+}
+
+// Get returns the bytes of the blob at key.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("localstore: get %s: %w", key, mapErr(err))
+	}
+	return data, nil
+}
+
+// Put stores data at key. Blobs are content addressed by their callers, so
+// Put of an existing key with identical bytes is a no-op, and Put of an
+// existing key with different bytes is an error: the store (or the caller's
+// addressing) is corrupt, and the old bytes are kept.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	same, err := sameBytes(p, data)
+	if err == nil {
+		if same {
+			return nil
+		}
+		return conflict(key, p)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("localstore: put %s: %w", key, err)
+	}
+	err = writeFile(p, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	if errors.Is(err, fs.ErrExist) {
+		// Another writer got there first; accept it if it wrote the same.
+		if same, err := sameBytes(p, data); err != nil || !same {
+			return conflict(key, p)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("localstore: put %s: %w", key, err)
+	}
+	return nil
+}
+
+func conflict(key, p string) error {
+	return fmt.Errorf("localstore: put %s: %s already holds different bytes; "+
+		"a content-addressed key must never change (corrupt store?)", key, p)
+}
+
+// sameBytes reports whether the file at p holds exactly data.
+func sameBytes(p string, data []byte) (bool, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
+		return false, nil
+	}
+	old, err := os.ReadFile(p)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(old, data), nil
+}
+
+// PutCAS stores size bytes from r at cas/blake3/<hex> and returns the CAS
+// Object for digest. The store does not re-hash r; it checks only that r
+// yields exactly size bytes. If a file of that size is already in place, r
+// is not read. A file of another size is replaced: it cannot hold the bytes
+// of digest.
+func (s *Store) PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (store.Object, error) {
+	obj, err := store.NewCAS(digest)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("localstore: put cas: %w", err)
+	}
+	if size < 0 {
+		return store.Object{}, fmt.Errorf("localstore: put %v: negative size %d", obj, size)
+	}
+	key, err := store.CASKey(obj)
+	if err != nil {
+		return store.Object{}, err
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return store.Object{}, err
+	}
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == size {
+		return obj, nil
+	}
+	err = writeFile(p, true, func(w io.Writer) error {
+		return copyExact(ctx, w, r, size)
+	})
+	if err != nil {
+		return store.Object{}, fmt.Errorf("localstore: put %v: %w", obj, err)
+	}
+	return obj, nil
+}
+
+// copyExact copies exactly size bytes from r to w and fails if r has fewer
+// or more. It stops early when ctx is done.
+func copyExact(ctx context.Context, w io.Writer, r io.Reader, size int64) error {
+	n, err := io.CopyN(w, ctxReader{ctx, r}, size)
+	if err == io.EOF {
+		return fmt.Errorf("reader ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	if err != nil {
+		return err
+	}
+	var one [1]byte
+	if m, _ := io.ReadFull(r, one[:]); m > 0 {
+		return fmt.Errorf("reader has more than the declared %d bytes", size)
+	}
+	return nil
+}
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+// writeFile writes a new file at p: fill writes the contents to a temporary
+// file in p's directory, which is fsynced and then put in place. With
+// replace, it is renamed over whatever is at p. Without, it is hard-linked
+// to p, so that an existing file is never clobbered: writeFile then returns
+// an error wrapping fs.ErrExist. Where hard links are not supported it falls
+// back to a rename after checking that p does not exist.
+func writeFile(p string, replace bool, fill func(io.Writer) error) (err error) {
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(p)+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		os.Remove(tmp) // after a rename this is a no-op ENOENT
+	}()
+	if err := fill(f); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return err
+	}
+	if replace {
+		err = os.Rename(tmp, p)
+	} else if err = os.Link(tmp, p); err != nil && !errors.Is(err, fs.ErrExist) && linkUnsupported(err) {
+		if _, serr := os.Lstat(p); serr == nil {
+			err = &fs.PathError{Op: "create", Path: p, Err: fs.ErrExist}
+		} else {
+			err = os.Rename(tmp, p)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// linkUnsupported reports whether a failed link(2) means the file system
+// does not do hard links, rather than a real failure.
+func linkUnsupported(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) ||
+		errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EXDEV) ||
+		errors.Is(err, syscall.EMLINK)
+}
+
+// syncDir fsyncs a directory so that a rename or link in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// casPath returns the file of a content-addressed member. S3 objects are
+// refused: a local store cannot read them.
+func (s *Store) casPath(obj store.Object) (string, error) {
+	if err := obj.Validate(); err != nil {
+		return "", fmt.Errorf("localstore: %w", err)
+	}
+	if obj.CAS == "" {
+		return "", fmt.Errorf("localstore %s: cannot read S3 object %v: a local store "+
+			"holds only content-addressed members (store/dial adds an S3 client for S3 members)", s.dir, obj)
+	}
+	key, err := store.CASKey(obj)
+	if err != nil {
+		return "", err
+	}
+	return s.path(key)
+}
+
+// ReadRange returns length bytes of the CAS object obj from off (length < 0:
+// to the end). An off beyond the end is an error; a file that ends before
+// off+length makes the reader report io.ErrUnexpectedEOF.
+func (s *Store) ReadRange(ctx context.Context, obj store.Object, off, length int64) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := s.casPath(obj)
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 {
+		return nil, fmt.Errorf("localstore: read %v: negative offset %d", obj, off)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("localstore: read %v: %w", obj, mapErr(err))
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("localstore: read %v: %w", obj, err)
+	}
+	size := fi.Size()
+	if off > size {
+		f.Close()
+		return nil, fmt.Errorf("localstore: read %v: offset %d beyond size %d", obj, off, size)
+	}
+	n := length
+	if n < 0 {
+		n = size - off
+	}
+	body := struct {
+		io.Reader
+		io.Closer
+	}{io.NewSectionReader(f, off, n), f}
+	return store.ExactReader(body, n), nil
+}
+
+// Stat returns the size of the CAS object obj.
+func (s *Store) Stat(ctx context.Context, obj store.Object) (store.Info, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Info{}, err
+	}
+	p, err := s.casPath(obj)
+	if err != nil {
+		return store.Info{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return store.Info{}, fmt.Errorf("localstore: stat %v: %w", obj, mapErr(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return store.Info{}, fmt.Errorf("localstore: stat %v: %s is not a regular file", obj, p)
+	}
+	return store.Info{Size: fi.Size()}, nil
+}
+
+// mapErr adds store.ErrNotFound to a file error that means "no such blob",
+// keeping the original error (with its path) wrapped as well.
+func mapErr(err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	return err
+}
