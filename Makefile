@@ -1,0 +1,34 @@
+# pinfs build, test and CI entry points. CI runs .ci/run, which runs `make test`.
+
+GO                := go
+VERSITYGW_VERSION := v1.8.0
+BIN               := $(CURDIR)/bin
+
+.PHONY: build tools test demo bench clean distclean
+
+build:
+	$(GO) build -o bin/pinfs ./cmd/pinfs
+
+# tools installs the S3 server the integration tests run (integration/s3test).
+tools: bin/versitygw
+
+bin/versitygw:
+	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+test: export VERSITYGW := $(BIN)/versitygw
+test: tools
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+demo: build
+	@echo "demo comes with cmd/pinfs"
+
+bench:
+	@echo "bench: no benchmarks yet"
+
+# clean keeps bin/versitygw (slow to rebuild); distclean drops it too.
+clean:
+	rm -f bin/pinfs
+
+distclean: clean
+	rm -rf bin
