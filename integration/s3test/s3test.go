@@ -160,6 +160,9 @@ func (s *Server) launch() error {
 	cmd.Dir = s.DataDir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
+	// Should the test binary die without running cleanups (go test
+	// -timeout panic, SIGKILL), take the gateway down with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
