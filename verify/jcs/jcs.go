@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -30,16 +31,56 @@ func Canonicalize(in []byte) ([]byte, error) {
 	if !utf8.Valid(in) {
 		return nil, errors.New("jcs: invalid UTF-8")
 	}
+	if err := checkSurrogates(in); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(in))
 	dec.UseNumber()
 	var buf bytes.Buffer
 	if err := value(dec, &buf); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err == nil {
+	// Only white space may follow: Token reports io.EOF for that, and a
+	// value or a syntax error for anything else.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("jcs: trailing data after JSON value")
 	}
 	return buf.Bytes(), nil
+}
+
+// checkSurrogates refuses \u escapes that encode a lone UTF-16 surrogate.
+// I-JSON forbids them, and encoding/json would silently turn each into
+// U+FFFD, so that different inputs would get the same canonical form.
+// Outside strings a backslash is a syntax error the decoder reports.
+func checkSurrogates(in []byte) error {
+	for i := 0; i < len(in); i++ {
+		if in[i] != '\\' {
+			continue
+		}
+		r, ok := escapedRune(in[i:])
+		if !ok {
+			i++ // skip the escaped character, which may be a backslash
+			continue
+		}
+		if utf16.IsSurrogate(r) {
+			r2, ok := escapedRune(in[i+6:])
+			if !ok || r >= 0xdc00 || r2 < 0xdc00 || r2 > 0xdfff {
+				return fmt.Errorf("jcs: lone surrogate %q", in[i:i+6])
+			}
+			i += 6
+		}
+		i += 5
+	}
+	return nil
+}
+
+// escapedRune decodes a \uXXXX escape at the start of b.
+func escapedRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	r, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+	return rune(r), err == nil
 }
 
 // Marshal encodes v with encoding/json and returns its canonical form.
