@@ -20,8 +20,9 @@ test: tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
 
+# demo pins demo/sample into a local store and shows what pinfs does with it.
 demo: build
-	@echo "demo comes with cmd/pinfs"
+	demo/demo.sh
 
 bench:
 	@echo "bench: no benchmarks yet"

@@ -1,0 +1,243 @@
+// Package pin builds snapshots: it lists a source, reads every object once
+// at its exact version, computes its BLAKE3 digest and Bao outboard, and
+// writes the outboards, the member table and the manifest to a store.
+package pin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/jcs"
+)
+
+// Options are the manifest fields and knobs of one pin.
+type Options struct {
+	Parents            []verify.Digest
+	Purpose            string
+	Transform          string
+	RecordSchema       string
+	SelectionPolicy    string
+	TombstoneWatermark *int64
+	BenchmarkFence     *int64
+	Split              SplitRule
+	Jobs               int       // objects hashed in parallel; <= 0 means 8
+	Progress           *Progress // nil for quiet
+}
+
+// Pinner writes pins into Store. Lister lists S3 sources; it may be nil
+// for directory pins.
+type Pinner struct {
+	Store  store.Store
+	Lister store.Lister
+	Options
+}
+
+// item is one object to pin before it is hashed.
+type item struct {
+	path string
+	size int64
+	obj  store.Object // S3 items: the exact version
+	file string       // directory items: the file to copy into the store
+	m    verify.Member
+}
+
+// S3 pins the current version of every object under s3://bucket/prefix.
+// Mount paths are the keys relative to prefix.
+func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, error) {
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	vs, err := p.Lister.ListCurrent(ctx, bucket, prefix)
+	if err != nil {
+		return "", err
+	}
+	if len(vs) == 0 {
+		return "", fmt.Errorf("s3://%s/%s: no objects to pin", bucket, prefix)
+	}
+	var items []*item
+	var bad []string
+	for _, v := range vs {
+		path := strings.TrimPrefix(v.Key, prefix)
+		obj, err := store.NewVersion(bucket, v.Key, v.VersionID)
+		if err == nil {
+			err = verify.CheckPath(path)
+		}
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		items = append(items, &item{path: path, size: v.Size, obj: obj, m: verify.Member{
+			S3: &verify.S3Source{Bucket: bucket, Key: v.Key, VersionID: v.VersionID, ETag: v.ETag},
+		}})
+	}
+	if len(bad) > 0 {
+		return "", fmt.Errorf("s3://%s/%s: %s", bucket, prefix, summarize(bad))
+	}
+	listing, err := jcs.Marshal(vs)
+	if err != nil {
+		return "", err
+	}
+	src := verify.Source{ID: "s3", URI: "s3://" + bucket + "/" + prefix, Listing: verify.SHA256(listing)}
+	return p.pin(ctx, src, items)
+}
+
+// pin hashes items in parallel, stores their outboards (and, for directory
+// items, their bytes), then writes the member table and the manifest.
+func (p *Pinner) pin(ctx context.Context, src verify.Source, items []*item) (verify.Digest, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := cmp.Or(max(p.Jobs, 0), 8)
+	var total int64
+	for _, it := range items {
+		total += it.size
+	}
+	p.Progress.Start(len(items), total)
+	defer p.Progress.Done()
+
+	var (
+		mu   sync.Mutex
+		errs []string
+		wg   sync.WaitGroup
+		next = make(chan *item)
+	)
+	for range jobs {
+		wg.Go(func() {
+			for it := range next {
+				if err := p.hash(ctx, it); err != nil {
+					mu.Lock()
+					errs = append(errs, err.Error())
+					mu.Unlock()
+				}
+				p.Progress.Add(1, it.size)
+			}
+		})
+	}
+	for _, it := range items {
+		next <- it
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return "", fmt.Errorf("pin %s: %s", src.URI, summarize(errs))
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	return p.write(ctx, src, items)
+}
+
+// hash reads one item once, fills in its member and stores its outboard.
+func (p *Pinner) hash(ctx context.Context, it *item) error {
+	var (
+		rc  io.ReadCloser
+		err error
+	)
+	if it.file != "" {
+		rc, err = os.Open(it.file)
+	} else {
+		rc, err = p.Store.ReadRange(ctx, it.obj, 0, -1)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", it.path, err)
+	}
+	sum, outboard, err := b3.Encode(rc, it.size)
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", it.path, err)
+	}
+	if it.file != "" {
+		if err := p.copyIn(ctx, it, sum); err != nil {
+			return fmt.Errorf("%s: %w", it.path, err)
+		}
+	}
+	if it.size > b3.GroupSize {
+		if err := p.Store.Put(ctx, verify.OutboardKey(sum.Hex()), outboard); err != nil {
+			return fmt.Errorf("%s: storing outboard: %w", it.path, err)
+		}
+	}
+	it.m.ID = it.path
+	it.m.Path = it.path
+	it.m.Split = p.Split.Split(it.path)
+	it.m.Size = it.size
+	it.m.Digest = sum.String()
+	return nil
+}
+
+// write stores the member table and the manifest and returns its digest.
+func (p *Pinner) write(ctx context.Context, src verify.Source, items []*item) (verify.Digest, error) {
+	ms := make([]verify.Member, len(items))
+	var bytes int64
+	for i, it := range items {
+		ms[i] = it.m
+		bytes += it.size
+	}
+	slices.SortFunc(ms, func(a, b verify.Member) int { return strings.Compare(a.Path, b.Path) })
+	if ps := verify.CheckMembers(ms); len(ps) > 0 {
+		var s []string
+		for _, pr := range ps {
+			s = append(s, pr.String())
+		}
+		return "", fmt.Errorf("pin %s: %s", src.URI, summarize(s))
+	}
+	table, err := verify.EncodeMembers(ms)
+	if err != nil {
+		return "", err
+	}
+	td := verify.SHA256(table)
+	if err := p.Store.Put(ctx, verify.MembersKey(td), table); err != nil {
+		return "", fmt.Errorf("storing member table: %w", err)
+	}
+	for _, parent := range p.Parents {
+		if _, err := fetchManifest(ctx, p.Store, parent); err != nil {
+			return "", fmt.Errorf("parent: %w", err)
+		}
+	}
+	m := &verify.Manifest{
+		Parents:            p.Parents,
+		Sources:            []verify.Source{src},
+		TombstoneWatermark: p.TombstoneWatermark,
+		BenchmarkFence:     p.BenchmarkFence,
+		RecordSchema:       p.RecordSchema,
+		SelectionPolicy:    p.SelectionPolicy,
+		Transform:          p.Transform,
+		SplitPolicy:        p.Split.String(),
+		Purpose:            p.Purpose,
+		Members:            verify.MembersRef{URI: verify.MembersURI(td), Count: int64(len(ms)), Bytes: bytes},
+	}
+	doc, err := verify.Build(m)
+	if err != nil {
+		return "", err
+	}
+	if err := p.Store.Put(ctx, verify.ManifestKey(m.SnapshotID), doc); err != nil {
+		return "", fmt.Errorf("storing manifest: %w", err)
+	}
+	return m.SnapshotID, nil
+}
+
+// fetchManifest reads and checks the manifest with digest d.
+func fetchManifest(ctx context.Context, g verify.Getter, d verify.Digest) (*verify.Manifest, error) {
+	b, err := g.Get(ctx, verify.ManifestKey(d))
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", d, err)
+	}
+	return verify.ParseManifest(d, b)
+}
+
+// summarize joins up to ten messages and counts the rest.
+func summarize(msgs []string) string {
+	slices.Sort(msgs)
+	const most = 10
+	if len(msgs) <= most {
+		return strings.Join(msgs, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(msgs[:most], "; "), len(msgs)-most)
+}
