@@ -1,0 +1,346 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+const (
+	// minPartSize is the part size of multipart CAS uploads, and the size
+	// up to which a CAS blob is sent with one PutObject. Each PutCAS holds
+	// one part in memory, which makes every request body seekable (signed,
+	// and retryable by the SDK).
+	minPartSize = 16 << 20
+	// maxParts is S3's limit on the parts of one upload.
+	maxParts = 10000
+	// abortTimeout bounds the cleanup of a failed multipart upload, which
+	// runs even when the caller's context is done.
+	abortTimeout = 30 * time.Second
+)
+
+var _ store.Store = (*Bucket)(nil)
+
+// Bucket is a pinfs store kept at s3://bucket/prefix: metadata blobs at
+// prefix/<key> and CAS member bytes at prefix/cas/blake3/<hex>. Its
+// ReadRange, Stat and ListCurrent are the Client's: members are read by
+// version, wherever they live. It is safe for concurrent use.
+//
+// Get, Put and the existence check of PutCAS address the store's own keys
+// without a version id. That is the one place that does: those keys are
+// content addressed, their readers verify them, and they are never pinned
+// members (a member stored by PutCAS is pinned at the version its upload
+// created).
+type Bucket struct {
+	*Client
+	bucket, prefix string
+
+	partSize int64 // minPartSize; smaller in tests
+}
+
+// NewBucket returns the store at s3://bucket/prefix, reached through c.
+// Leading and trailing slashes of prefix are ignored; an empty prefix is
+// the bucket's root.
+func NewBucket(c *Client, bucket, prefix string) (*Bucket, error) {
+	if bucket == "" || strings.Contains(bucket, "/") {
+		return nil, fmt.Errorf("s3store: bad bucket name %q", bucket)
+	}
+	prefix = strings.Trim(prefix, "/")
+	if prefix != "" {
+		if err := store.CheckKey(prefix); err != nil {
+			return nil, fmt.Errorf("s3store: store prefix: %w", err)
+		}
+	}
+	return &Bucket{Client: c, bucket: bucket, prefix: prefix, partSize: minPartSize}, nil
+}
+
+// String returns s3://bucket/prefix.
+func (b *Bucket) String() string {
+	return "s3://" + b.bucket + "/" + b.prefix
+}
+
+// objectKey returns the S3 key of the store blob key.
+func (b *Bucket) objectKey(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", fmt.Errorf("s3store %s: %w", b, err)
+	}
+	if b.prefix == "" {
+		return key, nil
+	}
+	return b.prefix + "/" + key, nil
+}
+
+func (b *Bucket) where(k string) string { return "s3://" + b.bucket + "/" + k }
+
+// getBlob GETs the current version of the store key k (from objectKey).
+// It must never be used for a member object.
+func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, error) {
+	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
+	if err != nil {
+		return nil, mapErr("get", b.where(k), err)
+	}
+	defer out.Body.Close()
+	n := int64(-1)
+	if out.ContentLength != nil {
+		n = *out.ContentLength
+	}
+	data, err := io.ReadAll(store.ExactReader(out.Body, n))
+	if err != nil {
+		return nil, fmt.Errorf("s3store: get %s: %w", b.where(k), err)
+	}
+	return data, nil
+}
+
+// headBlob HEADs the current version of the store key k (from objectKey).
+// It must never be used for a member object.
+func (b *Bucket) headBlob(ctx context.Context, k string) (*s3.HeadObjectOutput, error) {
+	out, err := b.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
+	if err != nil {
+		return nil, mapErr("head", b.where(k), err)
+	}
+	return out, nil
+}
+
+// Get returns the blob at key.
+func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return b.getBlob(ctx, k)
+}
+
+// Put stores data at key unless it is there already. Blobs are content
+// addressed, so an existing key must hold exactly data: if it holds other
+// bytes Put fails and leaves them. The upload is conditional
+// (If-None-Match: *), so that of two racing writers one loses and
+// compares instead of overwriting.
+func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return err
+	}
+	switch err := b.sameBlob(ctx, k, data); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           aws.String(k),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		IfNoneMatch:   aws.String("*"),
+	}
+	_, err = b.api.PutObject(ctx, in)
+	if isCode(err, "NotImplemented") {
+		// A server without conditional writes: the check above must do.
+		in.IfNoneMatch = nil
+		_, err = b.api.PutObject(ctx, in)
+	}
+	if isCode(err, "PreconditionFailed", "ConditionalRequestConflict") {
+		// Another writer won the race; it must have written the same bytes.
+		return b.sameBlob(ctx, k, data)
+	}
+	if err != nil {
+		return mapErr("put", b.where(k), err)
+	}
+	return nil
+}
+
+// sameBlob returns nil if the store key k holds exactly data, an error
+// wrapping store.ErrNotFound if it does not exist, and another error if it
+// holds other bytes. It HEADs first, so a blob of another size is not
+// downloaded.
+func (b *Bucket) sameBlob(ctx context.Context, k string, data []byte) error {
+	head, err := b.headBlob(ctx, k)
+	if err != nil {
+		return err
+	}
+	if aws.ToInt64(head.ContentLength) == int64(len(data)) {
+		old, err := b.getBlob(ctx, k)
+		if err != nil {
+			return err
+		}
+		if bytes.Equal(old, data) {
+			return nil
+		}
+	}
+	return fmt.Errorf("s3store: put %s: the key already holds different bytes; "+
+		"a content-addressed key must never change (corrupt store?)", b.where(k))
+}
+
+// PutCAS uploads size bytes from r to prefix/cas/blake3/<hex> and returns
+// that key at the version the upload created. The store does not re-hash
+// r; it checks only that r yields exactly size bytes.
+//
+// If the key exists already with the same size and a real version id, r
+// is not read and that version is returned. This HEAD by key is on the
+// store's own CAS key, never on a pinned member; a wrong current version
+// there would fail the caller's verification, not pass it.
+//
+// The store bucket must have versioning enabled: otherwise the bytes could
+// not be pinned, and PutCAS fails with an error wrapping
+// store.ErrUnversioned.
+func (b *Bucket) PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (store.Object, error) {
+	cas, err := store.NewCAS(digest)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("s3store: put cas: %w", err)
+	}
+	if size < 0 {
+		return store.Object{}, fmt.Errorf("s3store: put %v: negative size %d", cas, size)
+	}
+	key, err := store.CASKey(cas)
+	if err != nil {
+		return store.Object{}, err
+	}
+	k, err := b.objectKey(key)
+	if err != nil {
+		return store.Object{}, err
+	}
+	head, err := b.headBlob(ctx, k)
+	switch {
+	case err == nil:
+		if aws.ToInt64(head.ContentLength) == size {
+			if obj, err := store.NewVersion(b.bucket, k, aws.ToString(head.VersionId)); err == nil {
+				return obj, nil
+			}
+		}
+		// Another size, or a "null" version: upload a pinnable version.
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Object{}, err
+	}
+
+	var id *string
+	if size <= b.partSize {
+		id, err = b.putSmall(ctx, k, r, size)
+	} else {
+		id, err = b.putMultipart(ctx, k, r, size)
+	}
+	if err != nil {
+		return store.Object{}, err
+	}
+	obj, err := store.NewVersion(b.bucket, k, aws.ToString(id))
+	if err != nil {
+		return store.Object{}, fmt.Errorf("s3store: put %s: the upload created no version "+
+			"(enable versioning on bucket %s): %w: %w", b.where(k), b.bucket, store.ErrUnversioned, err)
+	}
+	return obj, nil
+}
+
+// putSmall uploads the size bytes of r to k with one PutObject and returns
+// the new version id.
+func (b *Bucket) putSmall(ctx context.Context, k string, r io.Reader, size int64) (*string, error) {
+	buf := make([]byte, size)
+	if err := readPart(ctx, r, buf, size, 0); err != nil {
+		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+	}
+	if err := atEOF(r, size); err != nil {
+		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+	}
+	out, err := b.api.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           aws.String(k),
+		Body:          bytes.NewReader(buf),
+		ContentLength: aws.Int64(size),
+	})
+	if err != nil {
+		return nil, mapErr("put", b.where(k), err)
+	}
+	return out.VersionId, nil
+}
+
+// putMultipart uploads the size bytes of r to k in parts of at least
+// b.partSize, one part in memory at a time, and returns the new version
+// id. A failed upload is aborted.
+func (b *Bucket) putMultipart(ctx context.Context, k string, r io.Reader, size int64) (_ *string, err error) {
+	partSize := max(b.partSize, (size+maxParts-1)/maxParts)
+	created, err := b.api.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
+		Bucket: aws.String(b.bucket),
+		Key:    aws.String(k),
+	})
+	if err != nil {
+		return nil, mapErr("start upload of", b.where(k), err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+		defer cancel()
+		_, aerr := b.api.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{
+			Bucket:   aws.String(b.bucket),
+			Key:      aws.String(k),
+			UploadId: created.UploadId,
+		})
+		if aerr != nil {
+			err = errors.Join(err, mapErr("abort upload of", b.where(k), aerr))
+		}
+	}()
+
+	buf := make([]byte, partSize)
+	var parts []types.CompletedPart
+	for off, n := int64(0), int32(1); off < size; off, n = off+partSize, n+1 {
+		part := min(partSize, size-off)
+		if err := readPart(ctx, r, buf, part, off); err != nil {
+			return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+		}
+		out, err := b.api.UploadPart(ctx, &s3.UploadPartInput{
+			Bucket:        aws.String(b.bucket),
+			Key:           aws.String(k),
+			UploadId:      created.UploadId,
+			PartNumber:    aws.Int32(n),
+			Body:          bytes.NewReader(buf[:part]),
+			ContentLength: aws.Int64(part),
+		})
+		if err != nil {
+			return nil, mapErr(fmt.Sprintf("put part %d of", n), b.where(k), err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
+	}
+	if err := atEOF(r, size); err != nil {
+		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+	}
+	done, err := b.api.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket:          aws.String(b.bucket),
+		Key:             aws.String(k),
+		UploadId:        created.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	})
+	if err != nil {
+		return nil, mapErr("complete upload of", b.where(k), err)
+	}
+	return done.VersionId, nil
+}
+
+// readPart fills buf[:n] from r, which has already yielded off bytes.
+func readPart(ctx context.Context, r io.Reader, buf []byte, n, off int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	got, err := io.ReadFull(r, buf[:n])
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return fmt.Errorf("reader ended after %d bytes: %w", off+int64(got), io.ErrUnexpectedEOF)
+	}
+	return err
+}
+
+// atEOF fails if r has more than the size bytes already read from it.
+func atEOF(r io.Reader, size int64) error {
+	var one [1]byte
+	if n, _ := io.ReadFull(r, one[:]); n > 0 {
+		return fmt.Errorf("reader has more than the declared %d bytes", size)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package s3store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+// maxNamed is how many offending keys an ErrUnversioned error lists.
+const maxNamed = 10
+
+// ListCurrent returns the current version of every object under prefix in
+// bucket, sorted by key. Keys whose current version is a delete marker are
+// left out, and so are zero-byte "directory markers" (keys ending in "/").
+//
+// The bucket must have versioning Enabled: with versioning off or Suspended
+// a new write replaces the "null" version in place, so no listed version
+// could be pinned, and ListCurrent fails with store.ErrUnversioned. It fails
+// the same way, naming the keys, when a current version is "null" (written
+// before versioning was enabled).
+func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]store.ObjectVersion, error) {
+	where := fmt.Sprintf("s3://%s/%s", bucket, prefix)
+	vc, err := c.api.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return nil, mapErr("get versioning of", "s3://"+bucket, err)
+	}
+	if vc.Status != types.BucketVersioningStatusEnabled {
+		status := string(vc.Status)
+		if status == "" {
+			status = "never enabled"
+		}
+		return nil, fmt.Errorf("s3store: bucket %s: versioning is %s, not Enabled, so its objects cannot be pinned: %w",
+			bucket, status, store.ErrUnversioned)
+	}
+
+	var (
+		list    []store.ObjectVersion
+		deleted = map[string]bool{}
+		nulls   []string
+	)
+	pages := s3.NewListObjectVersionsPaginator(c.api, &s3.ListObjectVersionsInput{
+		Bucket: aws.String(bucket),
+		Prefix: aws.String(prefix),
+	})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, mapErr("list versions of", where, err)
+		}
+		for _, m := range page.DeleteMarkers {
+			if aws.ToBool(m.IsLatest) {
+				deleted[aws.ToString(m.Key)] = true
+			}
+		}
+		for _, v := range page.Versions {
+			key, size := aws.ToString(v.Key), aws.ToInt64(v.Size)
+			if !aws.ToBool(v.IsLatest) || strings.HasSuffix(key, "/") && size == 0 {
+				continue
+			}
+			if id := aws.ToString(v.VersionId); id == "" || id == "null" {
+				nulls = append(nulls, key)
+				continue
+			}
+			list = append(list, store.ObjectVersion{
+				Key:       key,
+				VersionID: aws.ToString(v.VersionId),
+				Size:      size,
+				ETag:      aws.ToString(v.ETag),
+			})
+		}
+	}
+	if len(nulls) > 0 {
+		slices.Sort(nulls)
+		return nil, fmt.Errorf("s3store: %s: %d current versions are %q (written before versioning was enabled; "+
+			"copy them onto themselves to give them a version): %s: %w",
+			where, len(nulls), "null", nameSome(nulls), store.ErrUnversioned)
+	}
+	list = slices.DeleteFunc(list, func(o store.ObjectVersion) bool { return deleted[o.Key] })
+	slices.SortFunc(list, func(a, b store.ObjectVersion) int { return strings.Compare(a.Key, b.Key) })
+	return list, nil
+}
+
+// nameSome joins up to maxNamed keys and says how many more there are.
+func nameSome(keys []string) string {
+	if len(keys) <= maxNamed {
+		return strings.Join(keys, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(keys[:maxNamed], ", "), len(keys)-maxNamed)
+}
