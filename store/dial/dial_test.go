@@ -220,4 +220,3 @@ func TestLazyClientRetries(t *testing.T) {
 		t.Errorf("client not reused: %p %p, %d calls", c1, c2, calls)
 	}
 }
-
