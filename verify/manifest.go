@@ -78,6 +78,22 @@ var known = map[string]bool{
 	"purpose": true, "members": true, "envelope": true,
 }
 
+// shadows reports whether k is not a known field but encoding/json would
+// still decode it into one: its field matching ignores case and also folds
+// "ſ" to "s" and the Kelvin sign to "k". Such a key would be read as the
+// known field by pinfs and as an unknown one by a strict reader.
+func shadows(k string) bool {
+	if known[k] {
+		return false
+	}
+	for n := range known {
+		if strings.EqualFold(k, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // Build sets m.Schema and m.SnapshotID by the digest rule and returns the
 // canonical bytes of the manifest. The envelope is never written by Build.
 func Build(m *Manifest) ([]byte, error) {
@@ -93,7 +109,7 @@ func Build(m *Manifest) ([]byte, error) {
 	}
 	delete(doc, "snapshotId")
 	for k, v := range m.Extra {
-		if known[k] {
+		if known[k] || shadows(k) {
 			return nil, fmt.Errorf("manifest: extra field %q is a known field", k)
 		}
 		doc[k] = v
@@ -175,6 +191,9 @@ func ParseManifest(want Digest, b []byte) (*Manifest, error) {
 		return nil, bad("negative members count or bytes")
 	}
 	for k, v := range doc {
+		if shadows(k) {
+			return nil, bad("field %q is a known field spelled differently", k)
+		}
 		if !known[k] {
 			if m.Extra == nil {
 				m.Extra = map[string]json.RawMessage{}
