@@ -48,10 +48,13 @@ func CheckMembers(ms []Member) []Problem {
 	for i := range ms {
 		files[ms[i].Path] = true
 	}
+	seen := make(map[string]bool, len(ms))
 	for i := range ms {
 		m := &ms[i]
 		if err := CheckPath(m.Path); err != nil {
 			add(KindUnsafePath, m, "%v", err)
+		} else if seen[m.Path] {
+			add(KindUnsafePath, m, "path used by an earlier member")
 		} else {
 			for j := strings.IndexByte(m.Path, '/'); j >= 0; j = next(m.Path, j) {
 				if files[m.Path[:j]] {
@@ -60,6 +63,7 @@ func CheckMembers(ms []Member) []Problem {
 				}
 			}
 		}
+		seen[m.Path] = true
 		if m.ID == "" {
 			add(KindBadMember, m, "empty id")
 		} else if split, dup := ids[m.ID]; dup {
