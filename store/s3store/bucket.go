@@ -136,22 +136,37 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 	case !errors.Is(err, store.ErrNotFound):
 		return err
 	}
-	in := &s3.PutObjectInput{
-		Bucket:        aws.String(b.bucket),
-		Key:           aws.String(k),
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
-		IfNoneMatch:   aws.String("*"),
+	// put uploads data, only if the key is absent when ifAbsent. Each call
+	// has its own body: a reader consumed by one PutObject is not rewound
+	// for the next.
+	put := func(ifAbsent bool) error {
+		in := &s3.PutObjectInput{
+			Bucket:        aws.String(b.bucket),
+			Key:           aws.String(k),
+			Body:          bytes.NewReader(data),
+			ContentLength: aws.Int64(int64(len(data))),
+		}
+		if ifAbsent {
+			in.IfNoneMatch = aws.String("*")
+		}
+		_, err := b.api.PutObject(ctx, in)
+		return err
 	}
-	_, err = b.api.PutObject(ctx, in)
+	err = put(true)
 	if isCode(err, "NotImplemented") {
 		// A server without conditional writes: the check above must do.
-		in.IfNoneMatch = nil
-		_, err = b.api.PutObject(ctx, in)
+		err = put(false)
 	}
 	if isCode(err, "PreconditionFailed", "ConditionalRequestConflict") {
 		// Another writer won the race; it must have written the same bytes.
-		return b.sameBlob(ctx, k, data)
+		err = b.sameBlob(ctx, k, data)
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		// Nothing there after all: the current version is a delete marker,
+		// which some servers (versitygw) count as existing. Nothing to
+		// overwrite, so write without the condition.
+		err = put(false)
 	}
 	if err != nil {
 		return mapErr("put", b.where(k), err)

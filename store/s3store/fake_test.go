@@ -26,6 +26,10 @@ type fakeS3 struct {
 	buckets  map[string]*fakeBucket
 	reqs     []*http.Request // clones, bodies not kept
 	pageSize int             // ListObjectVersions page size
+	// markerExists makes If-None-Match: * fail on a key whose current
+	// version is a delete marker, as versitygw v1.8.0 does (AWS S3 lets
+	// the write through).
+	markerExists bool
 	// hook, if set, sees each request first; returning true means it wrote
 	// the response.
 	hook func(w http.ResponseWriter, r *http.Request) bool
@@ -158,7 +162,7 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.get(w, r, b, key, q)
 	case key != "" && r.Method == http.MethodPut:
 		if r.Header.Get("If-None-Match") == "*" {
-			if vs := b.objects[key]; len(vs) > 0 && !vs[0].deleteMarker {
+			if vs := b.objects[key]; len(vs) > 0 && (!vs[0].deleteMarker || f.markerExists) {
 				writeErr(w, r, http.StatusPreconditionFailed, "PreconditionFailed")
 				return
 			}

@@ -84,10 +84,11 @@ func (c *Client) headVersion(ctx context.Context, v version) (*s3.HeadObjectOutp
 }
 
 // ReadRange returns length bytes of obj from off (length < 0: to the end)
-// with one GET of its pinned version. An off beyond the end is an error.
-// The reader reports io.ErrUnexpectedEOF if the body ends before length
-// bytes (or before its Content-Length when length < 0), which includes a
-// range that runs past the end of the object.
+// with one GET of its pinned version. An off beyond the end is an error,
+// and so is off at the end with length > 0 (S3 answers InvalidRange). The
+// reader reports io.ErrUnexpectedEOF if the body ends before length bytes
+// (or before its Content-Length when length < 0), which includes a range
+// that runs past the end of the object.
 func (c *Client) ReadRange(ctx context.Context, obj store.Object, off, length int64) (io.ReadCloser, error) {
 	v, err := pin(obj)
 	if err != nil {

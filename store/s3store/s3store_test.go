@@ -487,6 +487,53 @@ func TestBucketPutRace(t *testing.T) {
 	}
 }
 
+// TestBucketPutOverDeleteMarker: a blob key whose current version is a
+// delete marker can be written again, also where the server refuses
+// If-None-Match: * over a delete marker.
+func TestBucketPutOverDeleteMarker(t *testing.T) {
+	for _, markerExists := range []bool{false, true} {
+		f, c := newFake(t)
+		f.markerExists = markerExists
+		f.createBucket("store", "Enabled")
+		b, err := NewBucket(c, "store", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.put("store", "manifests/m", []byte("old"))
+		f.deleteKey("store", "manifests/m")
+		if err := b.Put(ctx, "manifests/m", []byte("new")); err != nil {
+			t.Errorf("markerExists=%v: Put over a delete marker: %v", markerExists, err)
+		}
+		if got, err := b.Get(ctx, "manifests/m"); err != nil || string(got) != "new" {
+			t.Errorf("markerExists=%v: Get = %q, %v", markerExists, got, err)
+		}
+	}
+}
+
+// TestBucketPutWithoutConditionalWrites: a server that answers
+// If-None-Match with NotImplemented still gets the blob.
+func TestBucketPutWithoutConditionalWrites(t *testing.T) {
+	f, c := newFake(t)
+	f.createBucket("store", "Enabled")
+	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodPut && r.Header.Get("If-None-Match") != "" {
+			writeErr(w, r, http.StatusNotImplemented, "NotImplemented")
+			return true
+		}
+		return false
+	})
+	b, err := NewBucket(c, "store", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "k", []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctx, "k"); err != nil || string(got) != "blob" {
+		t.Errorf("Get = %q, %v", got, err)
+	}
+}
+
 func TestBucketPutCAS(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
