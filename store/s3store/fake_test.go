@@ -61,14 +61,20 @@ func newFake(t testing.TB) (*fakeS3, *Client) {
 	isolateAWSEnv(t)
 	// A host name, not an IP: the SDK would pick virtual-hosted style for
 	// it unless NewClient asks for path style.
-	t.Setenv("AWS_ENDPOINT_URL_S3", strings.Replace(f.srv.URL, "127.0.0.1", "localhost", 1))
+	return f, f.client(t, strings.Replace(f.srv.URL, "127.0.0.1", "localhost", 1))
+}
+
+// client returns a Client made by NewClient for the endpoint.
+func (f *fakeS3) client(t testing.TB, endpoint string) *Client {
+	t.Helper()
+	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDFAKE")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "fakesecret")
 	c, err := NewClient(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, c
+	return c
 }
 
 // isolateAWSEnv clears the AWS variables a developer's shell might have and

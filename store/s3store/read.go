@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -94,8 +95,8 @@ func (c *Client) ReadRange(ctx context.Context, obj store.Object, off, length in
 	if err != nil {
 		return nil, err
 	}
-	if off < 0 {
-		return nil, fmt.Errorf("s3store: read %v: negative offset %d", v, off)
+	if off < 0 || length > 0 && off > math.MaxInt64-length {
+		return nil, fmt.Errorf("s3store: read %v: bad range %d+%d", v, off, length)
 	}
 	if length == 0 {
 		// No empty Range exists; check the object and the offset instead.

@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -593,6 +598,34 @@ func TestBucketPutCASUnversioned(t *testing.T) {
 		if obj, err := b.PutCAS(ctx, digest, strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
 			t.Errorf("versioning %q: second PutCAS = %+v, %v; want ErrUnversioned", versioning, obj, err)
 		}
+	}
+}
+
+// TestCABundle: NewClient's own transport still takes AWS_CA_BUNDLE, so a
+// server whose certificate only that bundle vouches for is trusted.
+func TestCABundle(t *testing.T) {
+	f := &fakeS3{buckets: map[string]*fakeBucket{}, pageSize: 1000}
+	f.srv = httptest.NewUnstartedServer(f)
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	isolateAWSEnv(t)
+	f.createBucket("data", "Enabled")
+	v1 := f.put("data", "k", []byte("over tls"))
+	obj := mustVersion(t, "data", "k", v1)
+
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: f.srv.Certificate().Raw})
+	if err := os.WriteFile(bundle, pemBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", "")
+	if _, err := f.client(t, f.srv.URL).Stat(ctx, obj); err == nil {
+		t.Fatal("a self-signed server was trusted without AWS_CA_BUNDLE")
+	}
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	if got, err := readRange(f.client(t, f.srv.URL), obj, 0, -1); err != nil || string(got) != "over tls" {
+		t.Errorf("with AWS_CA_BUNDLE: %q, %v", got, err)
 	}
 }
 
