@@ -456,3 +456,58 @@ func TestKeys(t *testing.T) {
 		t.Errorf("MembersRef.Digest = %s, %v", got, err)
 	}
 }
+
+// FuzzParseManifest seals arbitrary JSON objects with the digest rule, so
+// that the fuzzer reaches the checks after the digest, and checks what an
+// accepted manifest guarantees. Raw input is also parsed as it is.
+func FuzzParseManifest(f *testing.F) {
+	_, b, _ := buildSnapshot(f, []verify.Member{casMember("a")}, func(m *verify.Manifest) {
+		m.Extra = map[string]json.RawMessage{"x": json.RawMessage(`[1,{"y":null}]`)}
+	})
+	f.Add(b)
+	min, _ := seal(f, minimalDoc())
+	f.Add(min)
+	shadow := minimalDoc()
+	shadow["ſplitPolicy"] = "dir:x"
+	shadowed, _ := seal(f, shadow)
+	f.Add(shadowed)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		verify.ParseManifest(verify.SHA256(in), in) // must not panic
+		var doc map[string]any
+		if _, err := jcs.Canonicalize(in); err != nil || json.Unmarshal(in, &doc) != nil || doc == nil {
+			return
+		}
+		b, d := seal(t, doc)
+		m, err := verify.ParseManifest(d, b)
+		if err != nil {
+			if !errors.Is(err, verify.ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if m.Schema != verify.Schema || m.SnapshotID != d || m.Members.Count < 0 || m.Members.Bytes < 0 {
+			t.Fatalf("accepted %s as %+v", b, m)
+		}
+		if _, err := m.Members.Digest(); err != nil {
+			t.Fatalf("accepted %s with members.uri %q", b, m.Members.URI)
+		}
+		for _, p := range m.Parents {
+			if _, err := verify.ParseDigest(string(p)); err != nil {
+				t.Fatalf("accepted %s with parent %q", b, p)
+			}
+		}
+		var raw map[string]json.RawMessage
+		json.Unmarshal(b, &raw)
+		for k, v := range m.Extra {
+			for _, known := range []string{"schema", "snapshotId", "parents", "sources", "tombstoneWatermark",
+				"benchmarkFence", "recordSchema", "selectionPolicy", "transform", "splitPolicy", "purpose", "members", "envelope"} {
+				if strings.EqualFold(k, known) {
+					t.Fatalf("accepted %s with extra field %q that encoding/json reads as %q", b, k, known)
+				}
+			}
+			if !bytes.Equal(v, raw[k]) {
+				t.Fatalf("extra field %q kept as %s, stored %s", k, v, raw[k])
+			}
+		}
+	})
+}
