@@ -40,11 +40,10 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			bucket, status, store.ErrUnversioned)
 	}
 
-	var (
-		list    []store.ObjectVersion
-		deleted = map[string]bool{}
-		nulls   []string
-	)
+	// A key whose current version is a delete marker has no version with
+	// IsLatest, so keeping the IsLatest versions leaves it out.
+	var list []store.ObjectVersion
+	var nulls []string
 	pages := s3.NewListObjectVersionsPaginator(c.api, &s3.ListObjectVersionsInput{
 		Bucket: aws.String(bucket),
 		Prefix: aws.String(prefix),
@@ -53,11 +52,6 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, mapErr("list versions of", where, err)
-		}
-		for _, m := range page.DeleteMarkers {
-			if aws.ToBool(m.IsLatest) {
-				deleted[aws.ToString(m.Key)] = true
-			}
 		}
 		for _, v := range page.Versions {
 			key, size := aws.ToString(v.Key), aws.ToInt64(v.Size)
@@ -82,7 +76,6 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			"copy them onto themselves to give them a version): %s: %w",
 			where, len(nulls), "null", nameSome(nulls), store.ErrUnversioned)
 	}
-	list = slices.DeleteFunc(list, func(o store.ObjectVersion) bool { return deleted[o.Key] })
 	slices.SortFunc(list, func(a, b store.ObjectVersion) int { return strings.Compare(a.Key, b.Key) })
 	return list, nil
 }
