@@ -37,6 +37,9 @@ type Manifest struct {
 	SplitPolicy        string     `json:"splitPolicy,omitempty"`
 	Purpose            string     `json:"purpose,omitempty"`
 	Members            MembersRef `json:"members"`
+	// Envelope carries signatures and transport metadata; the digest rule
+	// excludes it. pinfs pin writes none.
+	Envelope json.RawMessage `json:"envelope,omitempty"`
 
 	// Extra holds the top-level fields this version does not know, as
 	// canonical JSON. Build sets them into the document unchanged.
@@ -95,24 +98,13 @@ func shadows(k string) bool {
 }
 
 // Build sets m.Schema and m.SnapshotID by the digest rule and returns the
-// canonical bytes of the manifest. The envelope is never written by Build.
+// canonical bytes of the manifest.
 func Build(m *Manifest) ([]byte, error) {
 	m.Schema = Schema
 	m.SnapshotID = ""
-	b, err := json.Marshal(m)
+	doc, err := document(m)
 	if err != nil {
 		return nil, err
-	}
-	doc := map[string]json.RawMessage{}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, err
-	}
-	delete(doc, "snapshotId")
-	for k, v := range m.Extra {
-		if known[k] || shadows(k) {
-			return nil, fmt.Errorf("manifest: extra field %q is a known field", k)
-		}
-		doc[k] = v
 	}
 	d, err := digestOf(doc)
 	if err != nil {
@@ -121,6 +113,29 @@ func Build(m *Manifest) ([]byte, error) {
 	m.SnapshotID = d
 	doc["snapshotId"], _ = json.Marshal(d)
 	return marshalCanonical(doc)
+}
+
+// document returns the top-level fields of m: the typed ones that are set,
+// and Extra.
+func document(m *Manifest) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	doc := map[string]json.RawMessage{}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	if m.SnapshotID == "" {
+		delete(doc, "snapshotId")
+	}
+	for k, v := range m.Extra {
+		if known[k] || shadows(k) {
+			return nil, fmt.Errorf("manifest: extra field %q is a known field", k)
+		}
+		doc[k] = v
+	}
+	return doc, nil
 }
 
 // digestOf applies the digest rule to a parsed manifest document.
@@ -199,6 +214,23 @@ func ParseManifest(want Digest, b []byte) (*Manifest, error) {
 				m.Extra = map[string]json.RawMessage{}
 			}
 			m.Extra[k] = v
+		}
+	}
+	// The typed view must say exactly what the bytes say: no unknown or
+	// differently spelled field inside a known object, no null or empty
+	// optional field, nothing a strict reader would read otherwise.
+	doc2, err := document(&m)
+	if err == nil {
+		canon, err = marshalCanonical(doc2)
+	}
+	if err != nil || !bytes.Equal(canon, b) {
+		return nil, bad("fields are not exactly those of %s (unknown nested field, null or empty optional field?)", Schema)
+	}
+	for _, s := range m.Sources {
+		if s.Listing != "" {
+			if _, err := ParseDigest(string(s.Listing)); err != nil {
+				return nil, bad("source %q listing: %v", s.ID, err)
+			}
 		}
 	}
 	return &m, nil

@@ -287,6 +287,14 @@ func TestParseManifestRefuses(t *testing.T) {
 		"fractional count":      edit(func(doc map[string]any) { members(doc)["count"] = 1.5 }),
 		"count as string":       edit(func(doc map[string]any) { members(doc)["count"] = "0" }),
 		"parents not an array":  edit(func(doc map[string]any) { doc["parents"] = "sha256:x" }),
+		"nested unknown field":  edit(func(doc map[string]any) { members(doc)["extra"] = 1 }),
+		"nested long-s field":   edit(func(doc map[string]any) { members(doc)["byteſ"] = 5 }),
+		"empty purpose":         edit(func(doc map[string]any) { doc["purpose"] = "" }),
+		"null watermark":        edit(func(doc map[string]any) { doc["tombstoneWatermark"] = nil }),
+		"source listing": edit(func(doc map[string]any) {
+			doc["sources"] = []any{map[string]any{"id": "s", "uri": "s3://b/", "listing": "latest"}}
+		}),
+		"source unknown field": edit(func(doc map[string]any) { doc["sources"] = []any{map[string]any{"id": "s", "uri": "s3://b/", "x": 1}} }),
 	} {
 		b, d := seal(t, doc)
 		if m, err := verify.ParseManifest(d, b); !errors.Is(err, verify.ErrInvalid) {
