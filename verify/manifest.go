@@ -50,7 +50,7 @@ type Manifest struct {
 // was pinned at.
 type Source struct {
 	ID      string `json:"id"`
-	URI     string `json:"uri"`               // s3://bucket/prefix/ or file:///dir
+	URI     string `json:"uri"`               // s3://bucket/prefix/ or dir:<base name>
 	Listing Digest `json:"listing,omitempty"` // sha256 of the listing the members came from
 }
 

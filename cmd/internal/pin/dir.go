@@ -76,7 +76,9 @@ func (p *Pinner) Dir(ctx context.Context, dir string) (verify.Digest, error) {
 	if err != nil {
 		return "", err
 	}
-	src := verify.Source{ID: "dir", URI: "file://" + filepath.ToSlash(abs), Listing: verify.SHA256(lb)}
+	// The URI names the directory by its base name only: the absolute path
+	// would make the digest depend on where a checkout happens to live.
+	src := verify.Source{ID: "dir", URI: "dir:" + filepath.Base(abs), Listing: verify.SHA256(lb)}
 	return p.pin(ctx, src, items)
 }
 

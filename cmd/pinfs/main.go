@@ -1,0 +1,142 @@
+// Command pinfs pins dataset snapshots into immutable manifests, checks
+// them, and serves them read-only through FUSE. Run `pinfs --help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit codes, the same for every command.
+const (
+	exitOK      = 0 // success
+	exitFailed  = 1 // a check failed, input was invalid or tampered, storage failed
+	exitUsage   = 2 // bad flags or arguments (including a mount target that is not a digest)
+	exitHelpMsg = `Exit status:
+  0  success
+  1  failure: a check failed, a manifest or member table is invalid or
+     tampered with, an object or version is missing, storage failed
+  2  usage error: unknown flag, missing argument, a snapshot name that is
+     not a full sha256:<64 hex> digest
+`
+)
+
+// usageError marks errors in how pinfs was called (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// errCheckFailed is returned by commands that already printed why a check
+// failed (exit 1, nothing more to print).
+var errCheckFailed = errors.New("check failed")
+
+// command is one pinfs subcommand.
+type command struct {
+	name  string
+	args  string // synopsis after the name
+	short string // one line for the command list
+	long  string // what it does, for --help
+	// setup defines the command's flags on fs and returns the function
+	// that runs it with the positional arguments.
+	setup func(fs *pflag.FlagSet, out io.Writer) func(ctx context.Context, args []string) error
+}
+
+var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one pinfs command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) > 1 && args[0] == "help" {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		topUsage(stdout)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	var cmd *command
+	for _, c := range commands {
+		if c.name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(stderr, "pinfs: unknown command %q (see pinfs --help)\n", args[0])
+		return exitUsage
+	}
+	fs := pflag.NewFlagSet("pinfs "+cmd.name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	runCmd := cmd.setup(fs, stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n%s", cmd.name, cmd.args,
+			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages(), exitHelpMsg)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "pinfs %s: %v (see pinfs %s --help)\n", cmd.name, err, cmd.name)
+		return exitUsage
+	}
+	err := runCmd(ctx, fs.Args())
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "pinfs %s: %v\n", cmd.name, ue.error)
+		return exitUsage
+	case errors.Is(err, errCheckFailed):
+		return exitFailed
+	default:
+		fmt.Fprintf(stderr, "pinfs %s: %s\n", cmd.name, oneLine(err))
+		return exitFailed
+	}
+}
+
+// oneLine keeps error output to one line.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprint(w, `pinfs serves pinned dataset snapshots: immutable manifests, addressed by
+digest, whose members are exact object versions verified with BLAKE3.
+
+Usage: pinfs COMMAND [ARGS] [FLAGS]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+	}
+	fmt.Fprint(w, `
+Every command takes --store s3://BUCKET/PREFIX or --store DIR (default:
+$PINFS_STORE). S3 uses the AWS SDK's usual configuration: the credential
+chain, AWS_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
+Run 'pinfs COMMAND --help' for a command's flags.
+
+`+exitHelpMsg)
+}
+
+// storeFlag defines --store on fs.
+func storeFlag(fs *pflag.FlagSet) *string {
+	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL`: s3://bucket/prefix or a local directory (default $PINFS_STORE)")
+}

@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pinfsBin is the pinfs binary built once for the package by TestMain.
+var pinfsBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pinfs-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pinfsBin = filepath.Join(dir, "pinfs")
+	build := exec.Command("go", "build", "-race", "-o", pinfsBin, "../cmd/pinfs")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building pinfs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one finished pinfs run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// lastLine returns the last non-empty line of stdout.
+func (r result) lastLine() string {
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	return lines[len(lines)-1]
+}
+
+// pinfs runs the binary with env added to the environment, bounded by a
+// timeout, and returns its exit code and output.
+func pinfs(t testing.TB, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pinfsBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("pinfs %v: %v", args, err)
+	}
+	return r
+}
+
+// mustPinfs runs pinfs and fails the test unless it exits 0.
+func mustPinfs(t testing.TB, env []string, args ...string) result {
+	t.Helper()
+	r := pinfs(t, env, args...)
+	if r.code != 0 {
+		t.Fatalf("pinfs %s: %v", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// wantExit runs pinfs and fails the test unless it exits with code and
+// its output contains every string in want.
+func wantExit(t testing.TB, env []string, code int, want []string, args ...string) result {
+	t.Helper()
+	r := pinfs(t, env, args...)
+	if r.code != code {
+		t.Fatalf("pinfs %s: want exit %d, got %v", strings.Join(args, " "), code, r)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stdout+r.stderr, w) {
+			t.Fatalf("pinfs %s: output lacks %q: %v", strings.Join(args, " "), w, r)
+		}
+	}
+	return r
+}
