@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pinfs/pinfs/store"
@@ -18,7 +19,9 @@ type fakeS3 struct {
 	*localstore.Store
 	objects map[store.Object][]byte
 	list    []store.ObjectVersion
-	reads   []store.Object
+
+	mu    sync.Mutex
+	reads []store.Object
 }
 
 func (f *fakeS3) ListCurrent(context.Context, string, string) ([]store.ObjectVersion, error) {
@@ -29,7 +32,9 @@ func (f *fakeS3) ReadRange(_ context.Context, obj store.Object, off, n int64) (i
 	if err := obj.Validate(); err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
 	f.reads = append(f.reads, obj)
+	f.mu.Unlock()
 	b, ok := f.objects[obj]
 	if !ok {
 		return nil, store.ErrNotFound
