@@ -1,0 +1,147 @@
+// Package metacache keeps verified metadata blobs (manifests, member
+// tables, Bao outboards) in a local directory, in front of a remote store,
+// so that a remount reads them locally and works while the store is
+// unreachable.
+//
+// Every key is a content address, so a local copy is as good as the
+// remote one when it is intact. Get checks manifest and member-table
+// copies against the SHA-256 in their key before it returns them and
+// falls back to the remote on a bad copy; outboards cannot be checked on
+// their own, so the read path asks for a fresh one (Outboard with fresh)
+// after a block fails verification.
+package metacache
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// Cache is a read-through cache of metadata blobs. It is safe for
+// concurrent use: writes are atomic renames of complete files.
+type Cache struct {
+	dir    string
+	remote store.Blobs
+}
+
+// New returns a cache in dir in front of remote.
+func New(dir string, remote store.Blobs) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Cache{dir: dir, remote: remote}, nil
+}
+
+// Get returns the blob under key: the local copy when it is intact,
+// otherwise the remote one, which is then kept locally.
+func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
+	if b, err := c.local(key); err == nil && intact(key, b) {
+		return b, nil
+	}
+	return c.fetch(ctx, key)
+}
+
+// Outboard returns the Bao outboard of the member with digest d and size
+// bytes. Members of at most one verification group have no stored
+// outboard; their 8-byte outboard is built here. fresh bypasses the local
+// copy and replaces it with the remote one.
+func (c *Cache) Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) ([]byte, error) {
+	if size <= b3.GroupSize {
+		return binary.LittleEndian.AppendUint64(nil, uint64(size)), nil
+	}
+	key := verify.OutboardKey(d.Hex())
+	if !fresh {
+		if b, err := c.local(key); err == nil && len(b) == b3.OutboardSize(size) {
+			return b, nil
+		}
+	}
+	b, err := c.fetch(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != b3.OutboardSize(size) {
+		return nil, fmt.Errorf("outboard of %s: %d bytes, want %d: %w", d, len(b), b3.OutboardSize(size), b3.ErrMismatch)
+	}
+	return b, nil
+}
+
+func (c *Cache) path(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(c.dir, filepath.FromSlash(key)), nil
+}
+
+func (c *Cache) local(key string) ([]byte, error) {
+	p, err := c.path(key)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+// fetch reads key from the remote and stores a copy.
+func (c *Cache) fetch(ctx context.Context, key string) ([]byte, error) {
+	if c.remote == nil {
+		return nil, fmt.Errorf("%s: not cached and no store: %w", key, store.ErrNotFound)
+	}
+	b, err := c.remote.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !intact(key, b) {
+		return nil, fmt.Errorf("%s from the store: content does not match its key: %w", key, verify.ErrInvalid)
+	}
+	if err := c.keep(key, b); err != nil {
+		return nil, fmt.Errorf("caching %s: %w", key, err)
+	}
+	return b, nil
+}
+
+// keep writes b under key atomically, replacing a bad copy.
+func (c *Cache) keep(key string, b []byte) error {
+	p, err := c.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// intact reports whether b matches the SHA-256 named by a manifest or
+// member-table key. Other keys cannot be checked alone and pass.
+func intact(key string, b []byte) bool {
+	for _, prefix := range []string{"manifests/sha256/", "members/sha256/"} {
+		if h, ok := strings.CutPrefix(key, prefix); ok {
+			sum := sha256.Sum256(b)
+			return hex.EncodeToString(sum[:]) == h
+		}
+	}
+	return true
+}
+

@@ -1,0 +1,129 @@
+package metacache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// remote is an in-memory store.Blobs that counts Gets and can go away.
+type remote struct {
+	blobs map[string][]byte
+	gets  int
+	down  bool
+}
+
+func (r *remote) Get(_ context.Context, key string) ([]byte, error) {
+	r.gets++
+	if r.down {
+		return nil, errors.New("connection refused")
+	}
+	b, ok := r.blobs[key]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return b, nil
+}
+
+func (r *remote) Put(_ context.Context, key string, b []byte) error {
+	r.blobs[key] = b
+	return nil
+}
+
+func TestGetIsReadThroughAndSurvivesAnOutage(t *testing.T) {
+	ctx := context.Background()
+	manifest := []byte(`{"a":1}`)
+	key := verify.ManifestKey(verify.SHA256(manifest))
+	r := &remote{blobs: map[string][]byte{key: manifest}}
+	c, err := New(t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		b, err := c.Get(ctx, key)
+		if err != nil || !bytes.Equal(b, manifest) {
+			t.Fatalf("Get = %q, %v", b, err)
+		}
+	}
+	if r.gets != 1 {
+		t.Errorf("%d remote gets, want 1 (second from the cache)", r.gets)
+	}
+	r.down = true
+	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, manifest) {
+		t.Fatalf("Get with the store down = %q, %v", b, err)
+	}
+	if _, err := c.Get(ctx, verify.ManifestKey(verify.SHA256([]byte("other")))); err == nil {
+		t.Fatal("Get of an uncached key with the store down succeeded")
+	}
+}
+
+func TestBadLocalCopyIsReplacedAndBadRemoteRefused(t *testing.T) {
+	ctx := context.Background()
+	manifest := []byte(`{"a":1}`)
+	key := verify.ManifestKey(verify.SHA256(manifest))
+	r := &remote{blobs: map[string][]byte{key: manifest}}
+	dir := t.TempDir()
+	c, _ := New(dir, r)
+	if _, err := c.Get(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.WriteFile(p, []byte(`{"a":2}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, manifest) {
+		t.Fatalf("Get over a corrupted copy = %q, %v", b, err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, manifest) {
+		t.Errorf("corrupted copy not replaced: %q", b)
+	}
+	r.blobs[key] = []byte("tampered")
+	os.Remove(p)
+	if _, err := c.Get(ctx, key); !errors.Is(err, verify.ErrInvalid) {
+		t.Fatalf("tampered remote blob: %v", err)
+	}
+}
+
+func TestOutboard(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("x"), 3*b3.GroupSize+5)
+	sum, ob, err := b3.Encode(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := verify.OutboardKey(sum.Hex())
+	r := &remote{blobs: map[string][]byte{key: ob}}
+	c, _ := New(t.TempDir(), r)
+	got, err := c.Outboard(ctx, sum, int64(len(data)), false)
+	if err != nil || b3.Verify(sum, got, int64(len(data)), 0, data) != nil {
+		t.Fatalf("Outboard = %d bytes, %v", len(got), err)
+	}
+	// A bad local copy is replaced when the caller asks for a fresh one.
+	bad := bytes.Clone(ob)
+	bad[20] ^= 1
+	c.keep(key, bad)
+	got, _ = c.Outboard(ctx, sum, int64(len(data)), false)
+	if b3.Verify(sum, got, int64(len(data)), 0, data) == nil {
+		t.Fatal("test setup: the corrupted outboard verifies")
+	}
+	got, err = c.Outboard(ctx, sum, int64(len(data)), true)
+	if err != nil || b3.Verify(sum, got, int64(len(data)), 0, data) != nil {
+		t.Fatalf("fresh Outboard = %v", err)
+	}
+	if got, _ = c.Outboard(ctx, sum, int64(len(data)), false); b3.Verify(sum, got, int64(len(data)), 0, data) != nil {
+		t.Fatal("fresh outboard did not replace the bad local copy")
+	}
+	// Small members need no stored outboard.
+	small := []byte("small")
+	ob, err = c.Outboard(ctx, b3.Of(small), int64(len(small)), false)
+	if err != nil || b3.Verify(b3.Of(small), ob, int64(len(small)), 0, small) != nil {
+		t.Fatalf("small outboard: %v", err)
+	}
+}
