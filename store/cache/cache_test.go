@@ -1,0 +1,293 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+func key(i int, idx int64) Key {
+	return Key{Digest: b3.Of([]byte(fmt.Sprint(i))), Index: idx}
+}
+
+func block(k Key, n int) []byte {
+	return bytes.Repeat([]byte(k.String()[:8]), n/8+1)[:n]
+}
+
+func TestKeyName(t *testing.T) {
+	k := key(1, 42)
+	got, ok := parseName(k.String())
+	if !ok || got != k {
+		t.Fatalf("parseName(%q) = %v, %v; want %v", k.String(), got, ok, k)
+	}
+	for _, bad := range []string{"", "x-1", k.Digest.Hex(), k.Digest.Hex() + "-", k.Digest.Hex() + "-01",
+		k.Digest.Hex() + "--1", strings.ToUpper(k.Digest.Hex()) + "-1", k.Digest.Hex()[:63] + "-1"} {
+		if _, ok := parseName(bad); ok {
+			t.Errorf("parseName(%q) accepted", bad)
+		}
+	}
+	if key(1, 0).bytes() == key(1, 1).bytes() || key(1, 0).bytes() == key(2, 0).bytes() {
+		t.Fatal("distinct keys share a memory key")
+	}
+}
+
+func TestMem(t *testing.T) {
+	m, err := NewMem(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	k := key(1, 0)
+	if _, ok := m.Get(k); ok {
+		t.Fatal("hit in an empty cache")
+	}
+	m.Put(k, block(k, 1000))
+	m.Wait()
+	b, ok := m.Get(k)
+	if !ok || !bytes.Equal(b, block(k, 1000)) {
+		t.Fatalf("Get after Put: %v", ok)
+	}
+	if _, ok := m.Get(key(1, 1)); ok {
+		t.Fatal("hit for another index")
+	}
+	st := m.Stats()
+	if st.Hits != 1 || st.Misses != 2 || st.Bytes != 1000 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, err := NewMem(0); err == nil {
+		t.Fatal("NewMem(0) accepted")
+	}
+}
+
+func TestMemBudget(t *testing.T) {
+	m, err := NewMem(4 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 40 {
+		k := key(i, 0)
+		m.Put(k, block(k, 256<<10))
+		m.Wait()
+	}
+	if st := m.Stats(); st.Bytes > 4<<20 || st.Bytes <= 0 {
+		t.Fatalf("memory tier holds %d bytes, budget %d", st.Bytes, 4<<20)
+	}
+}
+
+// files lists the regular files under dir, relative to it.
+func files(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func openDisk(t testing.TB, dir string, limit int64) *Disk {
+	t.Helper()
+	d, err := OpenDisk(dir, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestDiskPutGet(t *testing.T) {
+	dir := t.TempDir()
+	d := openDisk(t, dir, 1<<20)
+	k := key(1, 7)
+	if _, ok := d.Get(k); ok {
+		t.Fatal("hit in an empty cache")
+	}
+	if err := d.Put(k, block(k, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	b, ok := d.Get(k)
+	if !ok || !bytes.Equal(b, block(k, 1000)) {
+		t.Fatalf("Get after Put: %v", ok)
+	}
+	h := k.Digest.Hex()
+	want := []string{filepath.Join(h[:2], h+"-7")}
+	if got := files(t, dir); !slicesEqual(got, want) {
+		t.Fatalf("files %v, want %v", got, want)
+	}
+	d.Remove(k)
+	if _, ok := d.Get(k); ok {
+		t.Fatal("hit after Remove")
+	}
+	if got := files(t, dir); len(got) != 0 {
+		t.Fatalf("files after Remove: %v", got)
+	}
+	st := d.Stats()
+	if st.Hits != 1 || st.Misses != 2 || st.Bytes != 0 || st.Blocks != 0 || st.Writes != 1 || st.Removed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func slicesEqual(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+func TestDiskDisabled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "blocks")
+	d := openDisk(t, dir, 0)
+	k := key(1, 0)
+	if err := d.Put(k, block(k, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Get(k); ok {
+		t.Fatal("disabled tier hit")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("disabled tier created its directory: %v", err)
+	}
+	var nilDisk *Disk
+	if _, ok := nilDisk.Get(k); ok || nilDisk.Put(k, nil) != nil {
+		t.Fatal("nil Disk is not a disabled tier")
+	}
+	nilDisk.Remove(k)
+}
+
+func TestDiskLRU(t *testing.T) {
+	dir := t.TempDir()
+	const bs = 1000
+	d := openDisk(t, dir, 3*bs)
+	for i := range 3 {
+		k := key(i, 0)
+		d.Put(k, block(k, bs))
+	}
+	d.Get(key(0, 0)) // 0 is now the most recently used; 1 the least
+	d.Put(key(3, 0), block(key(3, 0), bs))
+	if _, ok := d.Get(key(1, 0)); ok {
+		t.Fatal("least recently used block survived")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if _, ok := d.Get(key(i, 0)); !ok {
+			t.Fatalf("block %d evicted", i)
+		}
+	}
+	st := d.Stats()
+	if st.Bytes != 3*bs || st.Evictions != 1 || len(files(t, dir)) != 3 {
+		t.Fatalf("stats %+v, files %v", st, files(t, dir))
+	}
+	// A block larger than the whole budget is not cached and evicts nothing.
+	big := key(9, 0)
+	d.Put(big, block(big, 4*bs))
+	if _, ok := d.Get(big); ok || d.Stats().Blocks != 3 {
+		t.Fatal("an oversized block was cached")
+	}
+}
+
+func TestDiskReopen(t *testing.T) {
+	dir := t.TempDir()
+	const bs = 1000
+	d := openDisk(t, dir, 10*bs)
+	base := time.Now().Add(-time.Hour)
+	for i := range 4 {
+		k := key(i, int64(i))
+		d.Put(k, block(k, bs))
+		// Block 2 is the oldest, then 0, 3, 1.
+		age := map[int]int{2: 0, 0: 1, 3: 2, 1: 3}[i]
+		mt := base.Add(time.Duration(age) * time.Minute)
+		os.Chtimes(d.path(k), mt, mt)
+	}
+	// Leftovers of a crashed writer and of a torn write, and a foreign file.
+	sub := filepath.Dir(d.path(key(0, 0)))
+	os.WriteFile(filepath.Join(sub, tmpPrefix+"123"), []byte("partial"), 0o600)
+	emptyKey := key(5, 0)
+	os.MkdirAll(filepath.Dir(d.path(emptyKey)), 0o755)
+	os.WriteFile(d.path(emptyKey), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "README"), []byte("not a block"), 0o600)
+
+	// Reopen with room for two blocks: the two oldest (2 and 0) go.
+	d2 := openDisk(t, dir, 2*bs)
+	st := d2.Stats()
+	if st.Bytes != 2*bs || st.Blocks != 2 || st.Evictions != 2 {
+		t.Fatalf("after reopen: %+v", st)
+	}
+	for i, want := range map[int]bool{0: false, 1: true, 2: false, 3: true} {
+		k := key(i, int64(i))
+		b, ok := d2.Get(k)
+		if ok != want || ok && !bytes.Equal(b, block(k, bs)) {
+			t.Errorf("block %d: hit %v, want %v", i, ok, want)
+		}
+	}
+	for _, f := range files(t, dir) {
+		if strings.Contains(f, tmpPrefix) || strings.HasPrefix(filepath.Base(f), emptyKey.Digest.Hex()) {
+			t.Errorf("Open left %s", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "README")); err != nil {
+		t.Errorf("Open removed a file that is not a block: %v", err)
+	}
+}
+
+func TestDiskVanishedFile(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 1<<20)
+	k := key(1, 0)
+	d.Put(k, block(k, 100))
+	os.Remove(d.path(k))
+	if _, ok := d.Get(k); ok {
+		t.Fatal("hit for a deleted file")
+	}
+	if st := d.Stats(); st.Blocks != 0 || st.Bytes != 0 {
+		t.Fatalf("a vanished file is still accounted: %+v", st)
+	}
+}
+
+func TestDiskConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	const bs = 4096
+	d := openDisk(t, dir, 8*bs)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				k := key((g*7+i)%20, 0)
+				switch i % 3 {
+				case 0:
+					if err := d.Put(k, block(k, bs)); err != nil {
+						t.Error(err)
+					}
+				case 1:
+					if b, ok := d.Get(k); ok && !bytes.Equal(b, block(k, bs)) {
+						t.Errorf("block %v: wrong bytes", k)
+					}
+				case 2:
+					if i%10 == 2 {
+						d.Remove(k)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := d.Stats()
+	fs := files(t, dir)
+	if st.Bytes > 8*bs || int64(len(fs)) != st.Blocks || st.Bytes != st.Blocks*bs {
+		t.Fatalf("stats %+v with %d files", st, len(fs))
+	}
+	for _, f := range fs {
+		if strings.Contains(f, tmpPrefix) {
+			t.Errorf("temp file left: %s", f)
+		}
+	}
+}
