@@ -1,0 +1,57 @@
+// Package runrecord keeps the run record of a mount: which snapshot digest a
+// training run is bound to, the integrity events seen while serving it, and
+// the set of members it consumed. It answers "exactly which data did this
+// run see?" after the fact.
+//
+// A record lives at a URL: a local JSON Lines file, or s3://bucket/prefix
+// reached through a store.Blobs. Open binds a run id to a digest or resumes
+// it; Emit appends one Event; Close stops background delivery.
+//
+// # Binding
+//
+// A run is bound to the digest of its first mount. Opening the same run id
+// with the same digest resumes it (a resume event is appended); with another
+// digest Open fails with ErrDigestChanged and writes nothing: the data
+// changed, so it is a new run (resume keeps the original digest). In a local
+// file the binding is the digest of the run's earlier events; in a store it
+// is the create-only object runs/<run-id>/run.json.
+//
+// # Durability
+//
+// Emit returns only when its event is durable: appended to the local file
+// and fsynced, or stored by a completed Put, or, when the store cannot be
+// reached, appended to the local spool and fsynced. Every event is synced,
+// not only the integrity ones: events are few (one per integrity failure and
+// one consumed set per period), so there is nothing worth batching, and one
+// rule is easier to trust than a list.
+//
+// # Spool
+//
+// A store-backed record needs a spool directory. An event whose Put fails
+// is appended to <spool>/<run-id>.jsonl, and later events follow it there
+// while it is not empty, so that a failing read is not held up by a dead
+// network once per event. A background goroutine retries with backoff;
+// delivered lines are removed by rewriting the spool atomically, and Open
+// delivers what an earlier process left. Every event has a fixed key,
+// runs/<run-id>/events/<UTC time>-<seq>-<event>.json, and its object holds
+// exactly its spool line, so a redelivery after a crash is a no-op Put.
+//
+// A run must not start unbound, so Open refuses when the store is
+// unreachable, with one exception: a run that this host already bound
+// against the store (recorded in <spool>/<run-id>.run.json) may resume
+// offline. Its events are spooled, and the delivery checks the store's
+// binding before it sends any of them.
+//
+// # Consumed set
+//
+// A Tracker records, cheaply and concurrently, which members a mount read
+// and how much of each; the mount layer emits its Snapshot as a consumed
+// event periodically and at unmount. Each consumed event is cumulative, so
+// the last one of a run is its answer.
+//
+// # Concurrency
+//
+// Emit may be called from many goroutines. Lines of one record, and of
+// several processes writing the same local file or spool, never interleave
+// (a mutex within the process, flock between processes).
+package runrecord

@@ -1,0 +1,127 @@
+package runrecord
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pinfs/pinfs/verify"
+)
+
+// Event names. Open appends RunStart or Resume; the mount layer emits the
+// others.
+const (
+	RunStart       = "run_start"
+	Resume         = "resume"
+	Mismatch       = "mismatch"
+	VersionMissing = "version_missing"
+	FetchFailed    = "fetch_failed"
+	ConsumedSet    = "consumed"
+	RunEnd         = "run_end"
+)
+
+// Where a mismatching block came from (Event.From).
+const (
+	FromNetwork = "network"
+	FromDisk    = "disk"
+)
+
+// Event is one line of a run record. Time, RunID, Digest and Seq are filled
+// by Emit; Event names the kind, and the other fields are set as the kind
+// needs them and omitted otherwise.
+type Event struct {
+	Time   time.Time     `json:"time"` // UTC, RFC 3339 with nanoseconds
+	RunID  string        `json:"run_id"`
+	Digest verify.Digest `json:"digest"`
+	Event  string        `json:"event"`
+	// Seq numbers the events of one process of the run from 1; with Time
+	// it names the event's object in a store.
+	Seq int64 `json:"seq"`
+
+	// Host and PID identify the process, on run_start and resume.
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+
+	// The member concerned, on mismatch, version_missing and fetch_failed.
+	Path      string `json:"path,omitempty"`
+	MemberID  string `json:"member_id,omitempty"`
+	Source    string `json:"source,omitempty"`     // s3://bucket/key or cas:blake3:<hex>
+	VersionID string `json:"version_id,omitempty"` // the pinned S3 version
+	Expected  string `json:"expected,omitempty"`   // the member's digest, blake3:<hex>
+	Range     *Range `json:"range,omitempty"`      // the bytes that failed
+	From      string `json:"from,omitempty"`       // FromNetwork or FromDisk
+	Error     string `json:"error,omitempty"`
+
+	Totals  *Totals    `json:"totals,omitempty"`  // on run_end
+	Members []Consumed `json:"members,omitempty"` // on consumed
+}
+
+// Range is a byte range of a member.
+type Range struct {
+	Off int64 `json:"off"`
+	Len int64 `json:"len"`
+}
+
+// Totals are a run's counters, reported on run_end.
+type Totals struct {
+	MembersOpened  int64 `json:"members_opened"`
+	BytesServed    int64 `json:"bytes_served"`
+	BlocksVerified int64 `json:"blocks_verified"`
+	MemHits        int64 `json:"mem_hits"`
+	DiskHits       int64 `json:"disk_hits"`
+	NetworkFetches int64 `json:"network_fetches"`
+	Mismatches     int64 `json:"mismatches"`
+	VersionMissing int64 `json:"version_missing"`
+	FetchFailed    int64 `json:"fetch_failed"`
+}
+
+// Consumed is one member that a run read, fully or in part.
+type Consumed struct {
+	Path   string `json:"path"`
+	ID     string `json:"id"`
+	Digest string `json:"digest"` // blake3:<hex>
+	Size   int64  `json:"size"`
+	Bytes  int64  `json:"bytes"` // distinct bytes read, see Tracker
+	Full   bool   `json:"full"`
+}
+
+// emittable reports whether callers may Emit an event of kind name.
+// run_start and resume are Open's to write.
+func emittable(name string) bool {
+	switch name {
+	case Mismatch, VersionMissing, FetchFailed, ConsumedSet, RunEnd:
+		return true
+	}
+	return false
+}
+
+// known reports whether name is an event kind at all; it guards the kind
+// as it is read back from a spool and used in a key.
+func known(name string) bool {
+	return name == RunStart || name == Resume || emittable(name)
+}
+
+// line returns e as one JSON line, newline included. These are exactly
+// the bytes of the local file's line, the spool's line and the event's
+// object in a store.
+func (e *Event) line() ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("runrecord: encode %s event: %w", e.Event, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// keyTime is the layout of the time in an event key: fixed width, so keys
+// sort by time.
+const keyTime = "20060102T150405.000000000Z"
+
+// eventKey is the store key of e: runs/<run-id>/events/<time>-<seq>-<event>.json.
+// It depends only on fields that are in e's line, so a spooled line maps
+// back to the same key.
+func eventKey(e *Event) string {
+	return fmt.Sprintf("runs/%s/events/%s-%06d-%s.json", e.RunID, e.Time.UTC().Format(keyTime), e.Seq, e.Event)
+}
+
+// bindingKey is the store key of run id's binding.
+func bindingKey(runID string) string { return "runs/" + runID + "/run.json" }
