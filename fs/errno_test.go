@@ -1,0 +1,48 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify"
+)
+
+func TestErrno(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want syscall.Errno
+	}{
+		{context.Canceled, syscall.EINTR},
+		{fmt.Errorf("fetch block 7: %w", context.Canceled), syscall.EINTR},
+		{fmt.Errorf("get: %w", context.DeadlineExceeded), syscall.EINTR},
+		{store.ErrAccessDenied, syscall.EACCES},
+		{fmt.Errorf("s3://b/k?versionId=v: %w", store.ErrAccessDenied), syscall.EACCES},
+		{fmt.Errorf("s3://b/k?versionId=v: %w", store.ErrNotFound), syscall.EIO},
+		{fmt.Errorf("x: %w", store.ErrVersionMismatch), syscall.EIO},
+		{fmt.Errorf("bao: %w", verify.ErrInvalid), syscall.EIO},
+		{io.ErrUnexpectedEOF, syscall.EIO},
+		{syscall.ENOENT, syscall.EIO},
+		{errors.New("connection reset"), syscall.EIO},
+	} {
+		var logs bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		if got := Errno(c.err, log, "read a/b at 0"); got != c.want {
+			t.Errorf("Errno(%v) = %v, want %v", c.err, got, c.want)
+		}
+		line := logs.String()
+		if strings.Count(line, "\n") != 1 || !strings.Contains(line, "read a/b at 0") || !strings.Contains(line, c.err.Error()) {
+			t.Errorf("Errno(%v) logged %q, want one line with the operation and the cause", c.err, line)
+		}
+	}
+	if got := Errno(nil, nil, "nothing"); got != 0 {
+		t.Errorf("Errno(nil) = %v", got)
+	}
+}
