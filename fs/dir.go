@@ -1,0 +1,146 @@
+package fs
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// dir is a directory: the root or one implied by member paths. Its
+// children are persistent go-fuse inodes added by rootDir.OnAdd.
+type dir struct {
+	node
+	nsub uint32 // subdirectories, for the link count
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*dir)(nil))
+	_ = (gofs.NodeLookuper)((*dir)(nil))
+	_ = (gofs.NodeReaddirer)((*dir)(nil))
+	_ = (gofs.NodeOpendirHandler)((*dir)(nil))
+	_ = (gofs.NodeAccesser)((*dir)(nil))
+	_ = (gofs.NodeStatfser)((*dir)(nil))
+)
+
+// fill sets the attributes of the directory.
+func (d *dir) fill(a *fuse.Attr) {
+	d.setCommon(a)
+	a.Mode = syscall.S_IFDIR | 0o555
+	a.Nlink = 2 + d.nsub
+}
+
+// Getattr returns the directory's attributes with the attribute timeout.
+func (d *dir) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fill(&out.Attr)
+	out.SetTimeout(d.t.opts.AttrTimeout)
+	return 0
+}
+
+// filler is a node that can describe itself.
+type filler interface{ fill(a *fuse.Attr) }
+
+// Lookup returns the child called name with its attributes and the
+// entry and attribute timeouts, or ENOENT.
+func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ch := d.GetChild(name)
+	if ch == nil {
+		return nil, syscall.ENOENT
+	}
+	ch.Operations().(filler).fill(&out.Attr)
+	out.SetEntryTimeout(d.t.opts.EntryTimeout)
+	out.SetAttrTimeout(d.t.opts.AttrTimeout)
+	return ch, 0
+}
+
+// entries returns ".", ".." and the children sorted by name in byte
+// order, each with its inode number and mode. Offsets are 1-based
+// positions, so that a seek to offset k resumes at entry k.
+func (d *dir) entries() []fuse.DirEntry {
+	kids := d.Children()
+	es := make([]fuse.DirEntry, 0, len(kids)+2)
+	self, parent := inoOf(&d.Inode), inoOf(&d.Inode) // the root is its own parent
+	if _, p := d.Parent(); p != nil {
+		parent = inoOf(p)
+	}
+	es = append(es,
+		fuse.DirEntry{Name: ".", Ino: self, Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Ino: parent, Mode: syscall.S_IFDIR})
+	for name, ch := range kids {
+		es = append(es, fuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: ch.Mode()})
+	}
+	slices.SortFunc(es[2:], func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	for k := range es {
+		es[k].Off = uint64(k) + 1
+	}
+	return es
+}
+
+// Readdir lists the directory as entries does.
+func (d *dir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
+	return gofs.NewListDirStream(d.entries()), 0
+}
+
+// OpendirHandle opens the directory for listing with FOPEN_CACHE_DIR: the
+// listing never changes, so the kernel may keep it. It replaces go-fuse's
+// default handle, which would call Readdir; the listing is the same.
+func (d *dir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{d: d}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Access refuses write access with EROFS and allows reading and searching.
+func (d *dir) Access(ctx context.Context, mask uint32) syscall.Errno {
+	if mask&unix.W_OK != 0 {
+		return syscall.EROFS
+	}
+	return 0
+}
+
+// dirHandle is an open directory. go-fuse serializes the calls on one
+// handle. The listing is made on the first read, so an opendir that the
+// kernel answers from its cache costs nothing.
+type dirHandle struct {
+	d   *dir
+	es  []fuse.DirEntry
+	pos int
+}
+
+var (
+	_ = (gofs.FileReaddirenter)((*dirHandle)(nil))
+	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (gofs.FileReleasedirer)((*dirHandle)(nil))
+)
+
+func (h *dirHandle) load() {
+	if h.es == nil {
+		h.es = h.d.entries()
+	}
+}
+
+// Readdirent returns the next entry, or nil at the end.
+func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	h.load()
+	if h.pos >= len(h.es) {
+		return nil, 0
+	}
+	e := h.es[h.pos]
+	h.pos++
+	return &e, 0
+}
+
+// Seekdir continues the listing after the entry with offset off.
+func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	h.load()
+	if off > uint64(len(h.es)) {
+		return syscall.EINVAL
+	}
+	h.pos = int(off)
+	return 0
+}
+
+// Releasedir does nothing: the handle holds no resources.
+func (h *dirHandle) Releasedir(ctx context.Context, flags uint32) {}

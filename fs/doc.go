@@ -1,0 +1,81 @@
+// Package fs serves a verified snapshot as a read-only FUSE file system.
+//
+// NewRoot builds the tree of a [verify.Snapshot]: one regular file per
+// member at its path, and the directories its paths imply. Mount mounts
+// it. Member bytes come from a [Reader], which must hand out only
+// verified bytes; this package never sees a store or a cache.
+//
+//	root := fs.NewRoot(snap, reader, fs.Options{UID: uid, GID: gid, Mtime: time.Unix(0, 0)})
+//	server, err := fs.Mount(dir, root, fs.MountOptions{Name: snap.Digest().String()})
+//	...
+//	server.Unmount()
+//
+// A root serves one mount: call NewRoot again for every mount, even of the
+// same snapshot.
+//
+// # The tree
+//
+// Files are 0444 and directories 0555, all owned by Options.UID and
+// Options.GID. Sizes are the members' exact sizes. Every node's mtime,
+// ctime and atime is Options.Mtime, so nothing depends on the wall clock.
+// The tree is built once when the root is mounted (go-fuse's OnAdd with
+// persistent inodes, as zipfs does) and never changes. A file node holds
+// only its member index; everything else is read from the Snapshot.
+//
+// # Inode numbers
+//
+// Inode numbers and readdir order are functions of the member table only,
+// so they are identical across remounts, processes and hosts. The root is
+// inode 1. All other nodes, files and implied directories alike, are
+// numbered from 2 in depth-first pre-order, visiting the children of each
+// directory in byte order of their names. Equivalently: sort all paths
+// comparing them component by component in byte order (a directory before
+// its contents); the k-th path, counting from 0, has inode k+2.
+//
+// Readdir lists "." and "..", then the children in byte order of their
+// names, each with its inode number and type.
+//
+// # Kernel caching
+//
+// The content and the tree are immutable, so the kernel may cache all of
+// it. Open returns FOPEN_KEEP_CACHE: the page cache survives close and
+// reopen. Opendir returns FOPEN_CACHE_DIR, so listings are cached too.
+// Lookup and Getattr carry long entry and attribute timeouts
+// (Options.EntryTimeout, Options.AttrTimeout, 24 hours by default), and
+// Mount also caches failed lookups for the entry timeout.
+//
+// # Read-only
+//
+// Mount mounts with ro, nodev and nosuid, so the kernel refuses most
+// writes itself. Every node also refuses them: open for writing or with
+// O_TRUNC, create, mkdir, mknod, unlink, rmdir, rename, link, symlink,
+// O_TMPFILE, setattr (chmod, chown, truncate, utimes), setxattr,
+// removexattr, write, fallocate and copy_file_range all fail with EROFS,
+// so the file system is correct without the mount flag too. (go-fuse's
+// defaults would not be: a node without Unlink or Rmdir reports success
+// and drops the child from its tree.)
+//
+// # Extended attributes
+//
+// Every file carries user.pinfs.digest (blake3:<hex>), user.pinfs.id,
+// user.pinfs.source (s3://bucket/key or cas:blake3:<hex>),
+// user.pinfs.split (when the member has one) and user.pinfs.version_id
+// (S3 members only). The root carries user.pinfs.manifest, the snapshot's
+// digest. getfattr -d shows them.
+//
+// # Errors and interrupts
+//
+// One function, Errno, turns every read-path error into an errno and logs
+// it once with its cause: a canceled context is EINTR, store.ErrAccessDenied
+// is EACCES, and everything else (a verification mismatch, a pinned version
+// that is gone, I/O) is EIO. A member that exists is never ENOENT. Read
+// passes the request's context to the Reader; the kernel cancels it when
+// the reading process is interrupted, and the read then fails with EINTR.
+//
+// # Deadlocks
+//
+// Code that accesses a mount served by the same process (tests) must do so
+// from an ordinary goroutine with ordinary system calls, never from inside
+// a FUSE callback, and should not start subprocesses while it holds files
+// of the mount open (see go-fuse's package documentation).
+package fs

@@ -1,0 +1,98 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/verify"
+)
+
+// file is a member of the snapshot. It holds only its member index; the
+// Snapshot holds the rest.
+type file struct {
+	node
+	i int // index in t.snap.Members()
+}
+
+var (
+	_ = (gofs.NodeGetattrer)((*file)(nil))
+	_ = (gofs.NodeOpener)((*file)(nil))
+	_ = (gofs.NodeReader)((*file)(nil))
+	_ = (gofs.NodeAccesser)((*file)(nil))
+	_ = (gofs.NodeStatfser)((*file)(nil))
+)
+
+// member returns the member the file serves.
+func (f *file) member() *verify.Member { return &f.t.snap.Members()[f.i] }
+
+// fill sets the attributes of the file.
+func (f *file) fill(a *fuse.Attr) {
+	f.setCommon(a)
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Nlink = 1
+	a.Size = uint64(f.member().Size)
+	a.Blksize = blockSize
+	a.Blocks = (a.Size + 511) / 512
+}
+
+// Getattr returns the file's attributes with the attribute timeout.
+func (f *file) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	f.fill(&out.Attr)
+	out.SetTimeout(f.t.opts.AttrTimeout)
+	return 0
+}
+
+// Open refuses any write access mode and O_TRUNC with EROFS. Otherwise it
+// tells the Reader (when it is an Opener) and returns FOPEN_KEEP_CACHE:
+// the content never changes, so the page cache outlives the open file.
+func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	if o, ok := f.t.r.(Opener); ok {
+		o.Opened(f.i)
+	}
+	return nil, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Read fills dest from offset off with the request's context, so that an
+// interrupt cancels the Reader. Errors go through Errno. The Reader must
+// fill everything up to the member's size: a short read before the end
+// would make the kernel shrink the file, so it is EIO.
+func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	size := f.member().Size
+	if off < 0 {
+		return nil, syscall.EINVAL
+	}
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	p := dest[:min(int64(len(dest)), size-off)]
+	n, err := f.t.r.ReadAt(ctx, f.i, p, off)
+	if n == len(p) && (err == nil || errors.Is(err, io.EOF)) {
+		return fuse.ReadResultData(p), 0
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%d of %d bytes: %w", n, len(p), io.ErrUnexpectedEOF)
+	}
+	return nil, Errno(err, f.t.log, fmt.Sprintf("read %s at %d", f.member().Path, off))
+}
+
+// Access refuses write access with EROFS and execution with EACCES (files
+// are 0444), and allows reading.
+func (f *file) Access(ctx context.Context, mask uint32) syscall.Errno {
+	switch {
+	case mask&unix.W_OK != 0:
+		return syscall.EROFS
+	case mask&unix.X_OK != 0:
+		return syscall.EACCES
+	}
+	return 0
+}

@@ -1,0 +1,158 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+// fileOf returns the file node at path p and its member index.
+func fileOf(t testing.TB, root *rootDir, p string) *file {
+	t.Helper()
+	n := nodes(root.EmbeddedInode())[p]
+	if n == nil {
+		t.Fatalf("no node %q", p)
+	}
+	return n.Operations().(*file)
+}
+
+func TestOpen(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	r := &memReader{data: data}
+	root := build(t, snap, r, testOptions())
+	f := fileOf(t, root, "a/y/z.bin")
+	for _, c := range []struct {
+		flags uint32
+		want  syscall.Errno
+	}{
+		{syscall.O_RDONLY, 0},
+		{syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC, 0},
+		{syscall.O_WRONLY, syscall.EROFS},
+		{syscall.O_RDWR, syscall.EROFS},
+		{syscall.O_RDONLY | syscall.O_TRUNC, syscall.EROFS},
+		{syscall.O_WRONLY | syscall.O_APPEND, syscall.EROFS},
+	} {
+		fh, flags, e := f.Open(context.Background(), c.flags)
+		if e != c.want || fh != nil {
+			t.Errorf("Open(%#o) = %v, %v, want %v", c.flags, fh, e, c.want)
+		}
+		if e == 0 && flags&fuse.FOPEN_KEEP_CACHE == 0 {
+			t.Errorf("Open(%#o) flags %#x lack FOPEN_KEEP_CACHE", c.flags, flags)
+		}
+	}
+	if n := r.openCount(f.i); n != 2 {
+		t.Errorf("Opened called %d times, want 2 (once per successful open)", n)
+	}
+}
+
+// read calls Read and returns the bytes it produced.
+func read(t testing.TB, ctx context.Context, f *file, n int, off int64) ([]byte, syscall.Errno) {
+	t.Helper()
+	res, e := f.Read(ctx, nil, make([]byte, n), off)
+	if e != 0 {
+		return nil, e
+	}
+	b, st := res.Bytes(make([]byte, n))
+	if !st.Ok() {
+		t.Fatalf("ReadResult.Bytes: %v", st)
+	}
+	return b, 0
+}
+
+func TestRead(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	root := build(t, snap, &memReader{data: data}, testOptions())
+	f := fileOf(t, root, "train/part-000.jsonl")
+	want := data[f.i]
+	size := int64(len(want))
+	for _, c := range []struct {
+		n   int
+		off int64
+	}{
+		{4096, 0}, {1, 0}, {4097, 1}, {65536, 65535}, {131072, 65537}, {7, size - 3},
+		{4096, size - 1}, {4096, size}, {4096, size + 100}, {1 << 20, 0},
+	} {
+		got, e := read(t, context.Background(), f, c.n, c.off)
+		if e != 0 {
+			t.Fatalf("Read(%d@%d) = %v", c.n, c.off, e)
+		}
+		start := min(c.off, size)
+		end := min(c.off+int64(c.n), size)
+		if !bytes.Equal(got, want[start:end]) {
+			t.Errorf("Read(%d@%d): %d bytes differ from the member's", c.n, c.off, len(got))
+		}
+	}
+	empty := fileOf(t, root, "train/part-001.jsonl")
+	if got, e := read(t, context.Background(), empty, 10, 0); e != 0 || len(got) != 0 {
+		t.Errorf("Read of an empty member = %q, %v", got, e)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	var logs bytes.Buffer
+	o := testOptions()
+	o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := &memReader{data: data, fail: map[int]error{}, short: map[int]bool{}}
+	root := build(t, snap, r, o)
+	f := fileOf(t, root, "val/part-000.jsonl")
+	for _, c := range []struct {
+		name  string
+		err   error
+		short bool
+		want  syscall.Errno
+	}{
+		{"access denied", fmt.Errorf("get s3://bucket/key: %w", store.ErrAccessDenied), false, syscall.EACCES},
+		{"mismatch", errors.New("block 3 of blake3:abc: hash mismatch"), false, syscall.EIO},
+		{"version gone", fmt.Errorf("get: %w", store.ErrNotFound), false, syscall.EIO},
+		{"unexpected EOF", io.ErrUnexpectedEOF, false, syscall.EIO},
+		{"short read without error", nil, true, syscall.EIO},
+	} {
+		logs.Reset()
+		r.fail[f.i], r.short[f.i] = c.err, c.short
+		if _, e := read(t, context.Background(), f, 4096, 100); e != c.want {
+			t.Errorf("%s: Read = %v, want %v", c.name, e, c.want)
+		}
+		if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "val/part-000.jsonl") {
+			t.Errorf("%s: want one log line naming the member, got %q", c.name, logs.String())
+		}
+	}
+
+	// A Reader that waits for its context: the kernel's interrupt cancels it.
+	r.block = true
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, e := read(t, ctx, f, 4096, 0); e != syscall.EINTR {
+		t.Errorf("interrupted Read = %v, want EINTR", e)
+	}
+}
+
+func TestAccess(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	root := build(t, snap, &memReader{data: data}, testOptions())
+	f := fileOf(t, root, "a.b")
+	for _, c := range []struct {
+		n    gofs.NodeAccesser
+		mask uint32
+		want syscall.Errno
+	}{
+		{f, unix.R_OK, 0}, {f, unix.W_OK, syscall.EROFS}, {f, unix.X_OK, syscall.EACCES}, {f, unix.F_OK, 0},
+		{root, unix.R_OK | unix.X_OK, 0}, {root, unix.W_OK | unix.X_OK, syscall.EROFS},
+	} {
+		if e := c.n.Access(context.Background(), c.mask); e != c.want {
+			t.Errorf("%T.Access(%#o) = %v, want %v", c.n, c.mask, e, c.want)
+		}
+	}
+}
