@@ -1,0 +1,101 @@
+package fs
+
+import (
+	"context"
+	"iter"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+// Extended attribute names. Values are the exact strings of the member
+// table and manifest.
+const (
+	XattrDigest    = "user.pinfs.digest"     // blake3:<hex> of the file's bytes
+	XattrID        = "user.pinfs.id"         // the member's sample id
+	XattrSource    = "user.pinfs.source"     // s3://bucket/key or cas:blake3:<hex>
+	XattrSplit     = "user.pinfs.split"      // absent when the member has none
+	XattrVersionID = "user.pinfs.version_id" // pinned S3 version; absent for CAS members
+	XattrManifest  = "user.pinfs.manifest"   // on the root: the snapshot's manifest digest
+)
+
+var (
+	_ = (gofs.NodeGetxattrer)((*file)(nil))
+	_ = (gofs.NodeListxattrer)((*file)(nil))
+	_ = (gofs.NodeGetxattrer)((*rootDir)(nil))
+	_ = (gofs.NodeListxattrer)((*rootDir)(nil))
+)
+
+// xattrs yields the file's attributes in name order.
+func (f *file) xattrs() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		m := f.member()
+		_ = yield(XattrDigest, m.Digest) &&
+			yield(XattrID, m.ID) &&
+			yield(XattrSource, m.Source()) &&
+			(m.Split == "" || yield(XattrSplit, m.Split)) &&
+			(m.VersionID() == "" || yield(XattrVersionID, m.VersionID()))
+	}
+}
+
+// Getxattr returns the value of attr (see getxattr).
+func (f *file) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return getxattr(f.xattrs(), attr, dest)
+}
+
+// Listxattr lists the file's attribute names (see listxattr).
+func (f *file) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	return listxattr(f.xattrs(), dest)
+}
+
+// xattrs yields the root's only attribute.
+func (r *rootDir) xattrs() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		yield(XattrManifest, r.t.snap.Digest().String())
+	}
+}
+
+// Getxattr returns the value of attr (see getxattr).
+func (r *rootDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	return getxattr(r.xattrs(), attr, dest)
+}
+
+// Listxattr lists the root's attribute names (see listxattr).
+func (r *rootDir) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	return listxattr(r.xattrs(), dest)
+}
+
+// getxattr copies the value of attr into dest following getxattr(2):
+// an empty dest asks for the size, a too small one gets ERANGE with the
+// size, and a missing attribute is ENODATA.
+func getxattr(attrs iter.Seq2[string, string], attr string, dest []byte) (uint32, syscall.Errno) {
+	for name, v := range attrs {
+		if name == attr {
+			return fit(dest, v)
+		}
+	}
+	return 0, syscall.ENODATA
+}
+
+// listxattr copies the NUL-terminated attribute names into dest following
+// listxattr(2): an empty dest asks for the size, a too small one gets
+// ERANGE with the size.
+func listxattr(attrs iter.Seq2[string, string], dest []byte) (uint32, syscall.Errno) {
+	var list []byte
+	for name := range attrs {
+		list = append(list, name...)
+		list = append(list, 0)
+	}
+	return fit(dest, string(list))
+}
+
+// fit copies v into dest when it fits, and reports v's length.
+func fit(dest []byte, v string) (uint32, syscall.Errno) {
+	switch {
+	case len(dest) == 0:
+		return uint32(len(v)), 0
+	case len(dest) < len(v):
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}

@@ -1,0 +1,98 @@
+package fs
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
+
+type xattrNode interface {
+	gofs.NodeGetxattrer
+	gofs.NodeListxattrer
+}
+
+// xattrsOf reads every attribute of n through the size-probe protocol.
+func xattrsOf(t testing.TB, n xattrNode) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	size, e := n.Listxattr(ctx, nil)
+	if e != 0 {
+		t.Fatalf("Listxattr(nil) = %v", e)
+	}
+	list := make([]byte, size)
+	if got, e := n.Listxattr(ctx, list); e != 0 || got != size {
+		t.Fatalf("Listxattr = %d, %v; want %d", got, e, size)
+	}
+	all := map[string]string{}
+	for _, name := range strings.Split(strings.TrimSuffix(string(list), "\x00"), "\x00") {
+		size, e := n.Getxattr(ctx, name, nil)
+		if e != 0 {
+			t.Fatalf("Getxattr(%s, nil) = %v", name, e)
+		}
+		v := make([]byte, size)
+		if got, e := n.Getxattr(ctx, name, v); e != 0 || got != size {
+			t.Fatalf("Getxattr(%s) = %d, %v; want %d", name, got, e, size)
+		}
+		all[name] = string(v)
+	}
+	return all
+}
+
+func TestXattrs(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	root := build(t, snap, &memReader{data: data}, testOptions())
+	ms := snap.Members()
+
+	s3 := fileOf(t, root, "train/part-000.jsonl")
+	m := ms[s3.i]
+	want := map[string]string{
+		XattrDigest: m.Digest, XattrID: "id:train/part-000.jsonl", XattrSource: "s3://bucket/data/train/part-000.jsonl",
+		XattrSplit: "train", XattrVersionID: "v.train/part-000.jsonl",
+	}
+	if got := xattrsOf(t, s3); !equalMaps(got, want) {
+		t.Errorf("S3 member xattrs\n got %q\nwant %q", got, want)
+	}
+
+	cas := fileOf(t, root, "README.txt")
+	m = ms[cas.i]
+	want = map[string]string{XattrDigest: m.Digest, XattrID: "id:README.txt", XattrSource: "cas:" + m.Digest}
+	if got := xattrsOf(t, cas); !equalMaps(got, want) {
+		t.Errorf("CAS member without split xattrs\n got %q\nwant %q", got, want)
+	}
+
+	want = map[string]string{XattrManifest: snap.Digest().String()}
+	if got := xattrsOf(t, root); !equalMaps(got, want) {
+		t.Errorf("root xattrs\n got %q\nwant %q", got, want)
+	}
+
+	ctx := context.Background()
+	for _, c := range []struct {
+		n    gofs.NodeGetxattrer
+		name string
+	}{{cas, XattrSplit}, {cas, XattrVersionID}, {s3, "user.other"}, {s3, XattrManifest}, {root, XattrDigest}} {
+		if _, e := c.n.Getxattr(ctx, c.name, make([]byte, 100)); e != syscall.ENODATA {
+			t.Errorf("Getxattr(%s) = %v, want ENODATA", c.name, e)
+		}
+	}
+	if n, e := s3.Getxattr(ctx, XattrDigest, make([]byte, 10)); e != syscall.ERANGE || n != uint32(len(ms[s3.i].Digest)) {
+		t.Errorf("Getxattr into a small buffer = %d, %v; want %d, ERANGE", n, e, len(ms[s3.i].Digest))
+	}
+	if _, e := s3.Listxattr(ctx, make([]byte, 5)); e != syscall.ERANGE {
+		t.Errorf("Listxattr into a small buffer = %v, want ERANGE", e)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
