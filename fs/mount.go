@@ -1,0 +1,63 @@
+package fs
+
+import (
+	"log/slog"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountOptions configure Mount.
+type MountOptions struct {
+	AllowOther bool   // let other users than the mounter access the mount
+	Debug      bool   // log every FUSE request (at info level, so that it shows)
+	Name       string // the mount's source in /proc/mounts, e.g. the digest; "pinfs" when empty
+}
+
+// maxRead is the largest read request the kernel sends (max_read).
+const maxRead = 1 << 20
+
+// Mount mounts root at dir read-only (ro, nodev, nosuid; type fuse.pinfs)
+// with a direct mount(2), falling back to fusermount, with reads of up to
+// 1 MiB, and returns the serving server once the mount is ready. The
+// caller unmounts with server.Unmount. Entry and attribute timeouts and
+// the logger come from the Options given to NewRoot when root is one of
+// this package's roots; failed lookups are cached for the entry timeout.
+func Mount(dir string, root gofs.InodeEmbedder, o MountOptions) (*fuse.Server, error) {
+	entry, attr := DefaultTimeout, DefaultTimeout
+	log := slog.Default()
+	if r, ok := root.(*rootDir); ok {
+		entry, attr, log = r.t.opts.EntryTimeout, r.t.opts.AttrTimeout, r.t.log
+	}
+	name := o.Name
+	if name == "" {
+		name = "pinfs"
+	}
+	opts := &gofs.Options{
+		MountOptions: fuse.MountOptions{
+			AllowOther: o.AllowOther,
+			// fusermount reads these; a direct mount turns nodev and
+			// nosuid into flags and passes ro on as a superblock flag.
+			Options:              []string{"ro", "nodev", "nosuid"},
+			DirectMount:          true,
+			DirectMountFlags:     syscall.MS_RDONLY | syscall.MS_NODEV | syscall.MS_NOSUID,
+			FsName:               name,
+			Name:                 "pinfs",
+			MaxWrite:             maxRead, // go-fuse sets max_read to MaxWrite
+			IgnoreSecurityLabels: true,
+			Debug:                o.Debug,
+			Logger:               slog.NewLogLogger(log.Handler(), slog.LevelInfo),
+		},
+		EntryTimeout:    durationPtr(entry),
+		AttrTimeout:     durationPtr(attr),
+		NegativeTimeout: durationPtr(entry),
+		NullPermissions: true,
+		RootStableAttr:  &gofs.StableAttr{Ino: rootIno},
+		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return gofs.Mount(dir, root, opts)
+}
+
+func durationPtr(d time.Duration) *time.Duration { return &d }
