@@ -33,8 +33,9 @@
 // network once per event. A background goroutine retries with backoff;
 // delivered lines are removed by rewriting the spool atomically, and Open
 // delivers what an earlier process left. Every event has a fixed key,
-// runs/<run-id>/events/<UTC time>-<seq>-<event>.json, and its object holds
-// exactly its spool line, so a redelivery after a crash is a no-op Put.
+// runs/<run-id>/events/<UTC time>-<seq>-<event>-<hash of the line>.json,
+// and its object holds exactly its spool line, so a redelivery after a
+// crash is a no-op Put, and nothing is ever overwritten.
 //
 // A run must not start unbound, so Open refuses when the store is
 // unreachable, with one exception: a run that this host already bound

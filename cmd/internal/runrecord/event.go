@@ -1,6 +1,7 @@
 package runrecord
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -116,11 +117,16 @@ func (e *Event) line() ([]byte, error) {
 // sort by time.
 const keyTime = "20060102T150405.000000000Z"
 
-// eventKey is the store key of e: runs/<run-id>/events/<time>-<seq>-<event>.json.
-// It depends only on fields that are in e's line, so a spooled line maps
-// back to the same key.
-func eventKey(e *Event) string {
-	return fmt.Sprintf("runs/%s/events/%s-%06d-%s.json", e.RunID, e.Time.UTC().Format(keyTime), e.Seq, e.Event)
+// eventKey is the store key of e, whose line is line:
+// runs/<run-id>/events/<time>-<seq>-<event>-<hash>.json, where hash is the
+// first 8 hex digits of the line's SHA-256. It is a function of the line
+// alone, so a spooled line maps back to the same key, and a key holds
+// exactly one line: two events that happen to share time, seq and kind
+// (two hosts of one run, or a Time set by the caller) get keys of their
+// own instead of a create-only conflict that would block the spool.
+func eventKey(e *Event, line []byte) string {
+	h := sha256.Sum256(line)
+	return fmt.Sprintf("runs/%s/events/%s-%06d-%s-%x.json", e.RunID, e.Time.UTC().Format(keyTime), e.Seq, e.Event, h[:4])
 }
 
 // bindingKey is the store key of run id's binding.

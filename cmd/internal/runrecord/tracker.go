@@ -52,7 +52,8 @@ func (t *Tracker) Opened(i int) {
 func (t *Tracker) MembersOpened() int64 { return t.opened.Load() }
 
 // Read records that n bytes of member i were read from offset off. The
-// part beyond the member's size is ignored.
+// part beyond the member's size is ignored. i must index the members
+// given to NewTracker, as for Opened.
 func (t *Tracker) Read(i int, off, n int64) {
 	m, st := &t.members[i], &t.state[i]
 	if off < 0 || n <= 0 || off >= m.Size {

@@ -1,0 +1,147 @@
+package runrecord
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+// lockedFile is a file whose writers take a mutex within the process and
+// an exclusive flock between processes. flock locks belong to the open
+// file description, which every goroutine of the process shares, so the
+// mutex is what orders goroutines.
+type lockedFile struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// lock takes the mutex and the flock; unlock releases both.
+func (l *lockedFile) lock() error {
+	l.mu.Lock()
+	if err := flock(l.f, syscall.LOCK_EX); err != nil {
+		l.mu.Unlock()
+		return fmt.Errorf("runrecord: lock %s: %w", l.f.Name(), err)
+	}
+	return nil
+}
+
+func (l *lockedFile) unlock() {
+	flock(l.f, syscall.LOCK_UN)
+	l.mu.Unlock()
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// appendLine appends line to f (opened O_APPEND) and fsyncs it. The caller
+// holds f's lock. If an earlier writer died in the middle of a line, that
+// line is ended first so that line stays whole; if this write fails, f is
+// cut back to where it was, so no half line is left for the next writer to
+// continue.
+func appendLine(f *os.File, line []byte) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	if size > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], size-1); err != nil {
+			return err
+		}
+		if last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if _, err := f.Write(line); err != nil {
+		f.Truncate(size)
+		return err
+	}
+	return f.Sync()
+}
+
+// readAll reads f from the start.
+func readAll(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.NewSectionReader(f, 0, fi.Size()))
+}
+
+// writeAtomic replaces the file p with data: a synced temp file renamed
+// over p, then the directory synced.
+func writeAtomic(p string, data []byte) (err error) {
+	dir := filepath.Dir(p)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(p)+"-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory, so that a created, renamed or removed entry
+// is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// openAppend opens p for appending (creating it 0644 and syncing its
+// directory if it is new) and for reading back.
+func openAppend(p string) (*os.File, error) {
+	created := false
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+		created = true
+	}
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		if err := syncDir(filepath.Dir(p)); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
+}
