@@ -49,7 +49,7 @@ type command struct {
 	setup func(fs *pflag.FlagSet, out io.Writer) func(ctx context.Context, args []string) error
 }
 
-var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd}
+var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, unmountCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/cmd/internal/mount"
 )
 
 var mountCmd = &command{
@@ -14,17 +22,109 @@ var mountCmd = &command{
 	short: "serve a snapshot read-only through FUSE (digests only)",
 	long: `Mount the snapshot DIGEST read-only at MOUNTPOINT. pinfs mounts digests
 only: an alias, "latest", a short prefix or a path is refused with exit
-status 2, so a worker can never resolve a moving name.`,
+status 2, so a worker can never resolve a moving name.
+
+The manifest and member table are verified before anything is mounted,
+and kept in the cache dir so that a remount works while the store is
+unreachable. Every member is a file whose bytes come from its pinned
+version and are verified against its BLAKE3 digest before any byte is
+returned; a mismatch fails the read with EIO and is written to the run
+record.
+
+Without --foreground, pinfs mount returns once the mount serves (exit 0)
+and the daemon logs to the cache dir; with --foreground it stays attached
+and logs to stderr (containers, sidecars). SIGTERM or SIGINT unmounts
+(lazily while files are open), writes run_end and exits 0. A dead mount
+left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
-		storeFlag(fs)
+		storeURL := storeFlag(fs)
+		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
+		cacheMem := byteSize(256 << 20)
+		fs.Var(&cacheMem, "cache-mem", "memory block cache budget (e.g. 512MiB; 0 disables)")
+		cacheDisk := byteSize(10 << 30)
+		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, least recently used blocks evicted (0 disables)")
+		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
+		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
+		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
+		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
+		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
+		gid := fs.Uint32("gid", uint32(os.Getgid()), "group of files and directories")
+		debug := fs.Bool("debug", false, "log every FUSE request")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
 			}
-			if _, err := parseDigest(args[0]); err != nil {
+			d, err := parseDigest(args[0])
+			if err != nil {
 				return err
 			}
-			return errors.New("mount is not implemented yet")
+			mnt, err := filepath.Abs(args[1])
+			if err != nil {
+				return err
+			}
+			if *record == "" {
+				*record = filepath.Join(*cacheDir, "runs.jsonl")
+			}
+			if !*foreground {
+				return background(out, *cacheDir, mnt)
+			}
+			st, err := openStore(ctx, *storeURL)
+			if err != nil {
+				mount.Notify("", err)
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			err = mount.Run(ctx, mount.Config{
+				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
+				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
+				RunRecord: *record, RunID: *runID, AllowOther: *allowOther,
+				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out,
+			})
+			return err
+		}
+	},
+}
+
+// background runs this same command line with --foreground as a detached
+// daemon and returns once it serves.
+func background(out io.Writer, cacheDir, mnt string) error {
+	logs := filepath.Join(cacheDir, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	sum := sha256.Sum256([]byte(mnt))
+	logPath := filepath.Join(logs, "mount-"+hex.EncodeToString(sum[:6])+".log")
+	args := append(append([]string{}, os.Args[1:]...), "--foreground")
+	pid, runID, err := mount.Background(args, logPath, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "run %s mounted at %s (pid %d, log %s)\n", runID, mnt, pid, logPath)
+	return nil
+}
+
+// defaultCacheDir is $XDG_CACHE_HOME/pinfs or ~/.cache/pinfs.
+func defaultCacheDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "pinfs")
+	}
+	return filepath.Join(os.TempDir(), "pinfs-cache")
+}
+
+var unmountCmd = &command{
+	name:  "unmount",
+	args:  "MOUNTPOINT [--lazy]",
+	short: "unmount a pinfs mount",
+	long: `Unmount MOUNTPOINT. The pinfs daemon notices, writes the consumed set and
+run_end to the run record, and exits. With --lazy a busy mount is detached
+at once and goes away when its last open file is closed.`,
+	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
+		lazy := fs.Bool("lazy", false, "detach a busy mount instead of failing with EBUSY")
+		return func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return usagef("want MOUNTPOINT, got %d arguments", len(args))
+			}
+			return mount.Unmount(args[0], *lazy)
 		}
 	},
 }

@@ -5,7 +5,7 @@
 //
 // Every key is a content address, so a local copy is as good as the
 // remote one when it is intact. Get checks manifest and member-table
-// copies against the SHA-256 in their key before it returns them and
+// copies against the digest in their key before it returns them and
 // falls back to the remote on a bad copy; outboards cannot be checked on
 // their own, so the read path asks for a fresh one (Outboard with fresh)
 // after a block fails verification.
@@ -133,14 +133,17 @@ func (c *Cache) keep(key string, b []byte) error {
 	return err
 }
 
-// intact reports whether b matches the SHA-256 named by a manifest or
-// member-table key. Other keys cannot be checked alone and pass.
+// intact reports whether b is the blob its key names: a member table
+// hashes to the SHA-256 in its key, a manifest passes the digest rule for
+// the digest in its key. Outboards cannot be checked alone and pass.
 func intact(key string, b []byte) bool {
-	for _, prefix := range []string{"manifests/sha256/", "members/sha256/"} {
-		if h, ok := strings.CutPrefix(key, prefix); ok {
-			sum := sha256.Sum256(b)
-			return hex.EncodeToString(sum[:]) == h
-		}
+	if h, ok := strings.CutPrefix(key, "members/sha256/"); ok {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:]) == h
+	}
+	if h, ok := strings.CutPrefix(key, "manifests/sha256/"); ok {
+		_, err := verify.ParseManifest(verify.Digest("sha256:"+h), b)
+		return err == nil
 	}
 	return true
 }

@@ -39,8 +39,8 @@ func (r *remote) Put(_ context.Context, key string, b []byte) error {
 
 func TestGetIsReadThroughAndSurvivesAnOutage(t *testing.T) {
 	ctx := context.Background()
-	manifest := []byte(`{"a":1}`)
-	key := verify.ManifestKey(verify.SHA256(manifest))
+	manifest := []byte("{\"path\":\"a\"}\n")
+	key := verify.MembersKey(verify.SHA256(manifest))
 	r := &remote{blobs: map[string][]byte{key: manifest}}
 	c, err := New(t.TempDir(), r)
 	if err != nil {
@@ -59,15 +59,15 @@ func TestGetIsReadThroughAndSurvivesAnOutage(t *testing.T) {
 	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, manifest) {
 		t.Fatalf("Get with the store down = %q, %v", b, err)
 	}
-	if _, err := c.Get(ctx, verify.ManifestKey(verify.SHA256([]byte("other")))); err == nil {
+	if _, err := c.Get(ctx, verify.MembersKey(verify.SHA256([]byte("other")))); err == nil {
 		t.Fatal("Get of an uncached key with the store down succeeded")
 	}
 }
 
 func TestBadLocalCopyIsReplacedAndBadRemoteRefused(t *testing.T) {
 	ctx := context.Background()
-	manifest := []byte(`{"a":1}`)
-	key := verify.ManifestKey(verify.SHA256(manifest))
+	manifest := []byte("{\"path\":\"a\"}\n")
+	key := verify.MembersKey(verify.SHA256(manifest))
 	r := &remote{blobs: map[string][]byte{key: manifest}}
 	dir := t.TempDir()
 	c, _ := New(dir, r)
@@ -125,5 +125,31 @@ func TestOutboard(t *testing.T) {
 	ob, err = c.Outboard(ctx, b3.Of(small), int64(len(small)), false)
 	if err != nil || b3.Verify(b3.Of(small), ob, int64(len(small)), 0, small) != nil {
 		t.Fatalf("small outboard: %v", err)
+	}
+}
+
+func TestManifestsAreCheckedByTheDigestRule(t *testing.T) {
+	ctx := context.Background()
+	m := &verify.Manifest{Purpose: "p", Members: verify.MembersRef{URI: verify.MembersURI(verify.SHA256(nil))}}
+	good, err := verify.Build(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := verify.ManifestKey(m.SnapshotID)
+	r := &remote{blobs: map[string][]byte{key: good}}
+	dir := t.TempDir()
+	c, _ := New(dir, r)
+	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, good) {
+		t.Fatalf("Get = %q, %v", b, err)
+	}
+	bad := bytes.Replace(good, []byte(`"p"`), []byte(`"q"`), 1)
+	os.WriteFile(filepath.Join(dir, filepath.FromSlash(key)), bad, 0o644)
+	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, good) {
+		t.Fatalf("Get over a tampered local manifest = %q, %v", b, err)
+	}
+	r.blobs[key] = bad
+	os.Remove(filepath.Join(dir, filepath.FromSlash(key)))
+	if _, err := c.Get(ctx, key); !errors.Is(err, verify.ErrInvalid) {
+		t.Fatalf("tampered remote manifest: %v", err)
 	}
 }

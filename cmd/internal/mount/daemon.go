@@ -1,0 +1,90 @@
+package mount
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// readyEnv names the environment variable that carries the file
+// descriptor a background mount reports readiness on.
+const readyEnv = "PINFS_READY_FD"
+
+// Background starts this binary again with args (a foreground mount),
+// detached in its own session with stdout and stderr appended to logPath,
+// and waits until it reports that the mount serves, reports an error, or
+// exits; at most timeout. It returns the child's pid and its run id.
+func Background(args []string, logPath string, timeout time.Duration) (int, string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, "", err
+	}
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, "", err
+	}
+	defer log.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, "", err
+	}
+	defer r.Close()
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.ExtraFiles = []*os.File{w} // fd 3
+	cmd.Env = append(os.Environ(), readyEnv+"=3")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return 0, "", err
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(r).ReadString('\n')
+		line <- strings.TrimSpace(s)
+	}()
+	select {
+	case s := <-line:
+		if runID, ok := strings.CutPrefix(s, "ok "); ok {
+			return cmd.Process.Pid, runID, nil
+		}
+		if msg, ok := strings.CutPrefix(s, "error: "); ok {
+			return 0, "", errors.New(msg)
+		}
+		err := <-exited
+		return 0, "", fmt.Errorf("mount process exited before it was ready (%v); see %s", err, logPath)
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		return 0, "", fmt.Errorf("mount not ready after %v; see %s", timeout, logPath)
+	}
+}
+
+// Notify tells a waiting parent (see Background) that the mount serves
+// the run runID (err == nil) or failed. Only the first call speaks; it
+// does nothing in a mount started directly with --foreground.
+func Notify(runID string, err error) {
+	fd, e := strconv.Atoi(os.Getenv(readyEnv))
+	if e != nil {
+		return
+	}
+	os.Unsetenv(readyEnv)
+	f := os.NewFile(uintptr(fd), "ready")
+	if f == nil {
+		return
+	}
+	defer f.Close()
+	if err != nil {
+		fmt.Fprintf(f, "error: %s\n", strings.Join(strings.Fields(err.Error()), " "))
+		return
+	}
+	fmt.Fprintln(f, "ok", runID)
+}

@@ -1,0 +1,232 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/pinfs/pinfs/cmd/internal/check"
+	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/fs"
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// Config is one mount.
+type Config struct {
+	Digest     verify.Digest
+	Mountpoint string
+	Store      store.Store
+	CacheDir   string
+	CacheMem   int64 // memory block cache budget in bytes
+	CacheDisk  int64 // disk block cache budget in bytes
+	RunRecord  string
+	RunID      string // "" generates one
+	AllowOther bool
+	UID, GID   uint32
+	Debug      bool
+	Log        *slog.Logger
+	Out        io.Writer // the run id is printed here
+
+	// ConsumedEvery is how often the consumed set is written while the
+	// mount serves (default 5 minutes); it is always written at the end.
+	ConsumedEvery time.Duration
+}
+
+// Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
+// (SIGTERM, SIGINT) or the mount is unmounted from outside. It reports
+// readiness or failure to a waiting parent (Notify).
+func Run(ctx context.Context, c Config) (err error) {
+	runID := ""
+	defer func() { Notify(runID, err) }()
+	log := c.Log
+	if cleaned, err := CleanStale(c.Mountpoint); err != nil {
+		return err
+	} else if cleaned {
+		log.Info("removed a dead mount left by an earlier pinfs", "mountpoint", c.Mountpoint)
+	}
+	meta, err := metacache.New(filepath.Join(c.CacheDir, "meta"), c.Store)
+	if err != nil {
+		return err
+	}
+	snap, err := verify.Load(ctx, meta, c.Digest)
+	if err != nil {
+		return err
+	}
+	members, err := blockMembers(snap)
+	if err != nil {
+		return err
+	}
+	rec, err := runrecord.Open(ctx, runrecord.Options{
+		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
+	})
+	if err != nil {
+		return err
+	}
+	runID = rec.RunID()
+	defer func() {
+		if cerr := rec.Close(context.WithoutCancel(ctx)); cerr != nil {
+			log.Warn("run record", "err", cerr)
+		}
+	}()
+	disk, err := cache.OpenDisk(filepath.Join(c.CacheDir, "blocks"), c.CacheDisk)
+	if err != nil {
+		return err
+	}
+	br, err := blocks.New(blocks.Config{
+		Objects: c.Store, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
+		Reporter: reporter{rec: rec, log: log},
+	})
+	if err != nil {
+		return err
+	}
+	tracker := runrecord.NewTracker(snap.Members())
+	root := fs.NewRoot(snap, &files{blocks: br, members: members, tracker: tracker},
+		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
+	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
+	if err != nil {
+		br.Close()
+		return fmt.Errorf("mount %s: %w", c.Mountpoint, err)
+	}
+	fmt.Fprintf(c.Out, "run %s serving %s at %s\n", runID, c.Digest, c.Mountpoint)
+	log.Info("serving", "digest", c.Digest, "mountpoint", c.Mountpoint, "run", runID,
+		"members", len(members), "resumed", rec.Resumed())
+	Notify(runID, nil)
+
+	serve(ctx, c, server, func() { emitConsumed(ctx, rec, tracker, log) })
+
+	if err := br.Close(); err != nil {
+		log.Warn("closing the block reader", "err", err)
+	}
+	end := context.WithoutCancel(ctx)
+	emitConsumed(end, rec, tracker, log)
+	st := br.Stats()
+	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: &runrecord.Totals{
+		MembersOpened: tracker.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
+		MemHits: st.MemHits, DiskHits: st.DiskHits, NetworkFetches: st.NetworkFetches, Mismatches: st.Mismatches,
+	}})
+}
+
+// serve waits until the mount goes away or ctx ends, calling tick
+// periodically. When ctx ends it unmounts, lazily if files are open.
+func serve(ctx context.Context, c Config, server *fuse.Server, tick func()) {
+	done := make(chan struct{})
+	go func() { server.Wait(); close(done) }()
+	every := c.ConsumedEvery
+	if every <= 0 {
+		every = 5 * time.Minute
+	}
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-done:
+			c.Log.Info("unmounted", "mountpoint", c.Mountpoint)
+			return
+		case <-ticker.C:
+			tick()
+		case <-ctx.Done():
+			c.Log.Info("signalled: unmounting", "mountpoint", c.Mountpoint)
+			if err := server.Unmount(); err != nil {
+				c.Log.Info("mount busy: detaching it lazily", "err", err)
+				if err := syscall.Unmount(c.Mountpoint, syscall.MNT_DETACH); err != nil {
+					c.Log.Warn("lazy unmount", "err", err)
+				}
+			}
+			select { // a detached mount with open files may not finish: bounded
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
+			return
+		}
+	}
+}
+
+func emitConsumed(ctx context.Context, rec *runrecord.Record, t *runrecord.Tracker, log *slog.Logger) {
+	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Members: t.Snapshot()}); err != nil {
+		log.Warn("run record: consumed set", "err", err)
+	}
+}
+
+// blockMembers converts the verified members for the block reader.
+func blockMembers(snap *verify.Snapshot) ([]blocks.Member, error) {
+	ms := snap.Members()
+	out := make([]blocks.Member, len(ms))
+	for i := range ms {
+		m := &ms[i]
+		d, err := b3.Parse(m.Digest)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := check.Object(m)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}
+	}
+	return out, nil
+}
+
+// files serves member i of the snapshot through the block reader and
+// records what was read for the consumed set.
+type files struct {
+	blocks  *blocks.Reader
+	members []blocks.Member
+	tracker *runrecord.Tracker
+}
+
+var (
+	_ fs.Reader = (*files)(nil)
+	_ fs.Opener = (*files)(nil)
+)
+
+func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
+	n, err := f.blocks.ReadAt(ctx, &f.members[i], p, off)
+	if n > 0 {
+		f.tracker.Read(i, off, int64(n))
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}
+
+func (f *files) Opened(i int) { f.tracker.Opened(i) }
+
+// reporter writes read-path events to the run record; Report returns
+// once the event is durable.
+type reporter struct {
+	rec *runrecord.Record
+	log *slog.Logger
+}
+
+func (r reporter) Report(ctx context.Context, ev blocks.Event) {
+	m := ev.Member
+	e := runrecord.Event{
+		Event: ev.Kind, Path: m.Path, MemberID: m.ID, Expected: m.Digest.String(),
+		Range: &runrecord.Range{Off: ev.Off, Len: ev.Len}, From: ev.From,
+	}
+	if o := m.Object; o.CAS != "" {
+		e.Source = "cas:" + o.CAS
+	} else {
+		e.Source, e.VersionID = "s3://"+o.Bucket+"/"+o.Key, o.VersionID
+	}
+	if ev.Err != nil {
+		e.Error = ev.Err.Error()
+	}
+	r.log.Error("read path", "event", ev.Kind, "path", m.Path, "from", ev.From, "off", ev.Off, "err", ev.Err)
+	if err := r.rec.Emit(context.WithoutCancel(ctx), e); err != nil {
+		r.log.Error("run record: event not recorded", "event", ev.Kind, "err", err)
+	}
+}
