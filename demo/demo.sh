@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # demo/demo.sh: what `make demo` runs. Pins demo/sample into a local store
-# (no S3 server needed), then shows the digest, the listing and a deep verify.
+# (no S3 server needed), shows the digest, the listing and a deep verify,
+# then mounts the snapshot, reads it, shows the run record and unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pinfs=bin/pinfs
@@ -17,6 +18,35 @@ $pinfs ls "$digest" --store "$store"
 
 step "$pinfs verify $digest --store $store --deep"
 $pinfs verify "$digest" --store "$store" --deep
+
+mnt=/tmp/pinfs-demo/$digest
+cache=demo/cache
+record=$cache/runs.jsonl
+mkdir -p "$mnt"
+if mountpoint -q "$mnt" 2>/dev/null; then $pinfs unmount --lazy "$mnt" || true; fi
+trap '$pinfs unmount --lazy "$mnt" 2>/dev/null || true' EXIT
+
+step "$pinfs mount $digest $mnt --store $store --cache-dir $cache --run-record $record"
+$pinfs mount "$digest" "$mnt" --store "$store" --cache-dir "$cache" --run-record "$record"
+
+step "ls -l $mnt $mnt/train"
+ls -l "$mnt" "$mnt/train"
+
+step "head -n 2 $mnt/val/part-000.jsonl"
+head -n 2 "$mnt/val/part-000.jsonl"
+
+step "getfattr -d $mnt/val/part-000.jsonl"
+getfattr -d "$mnt/val/part-000.jsonl" 2>/dev/null || python3 -c 'import os,sys; p=sys.argv[1]; [print(f"{a}={os.getxattr(p,a).decode()!r}") for a in os.listxattr(p)]' "$mnt/val/part-000.jsonl"
+
+step "echo x > $mnt/new   # refused: read-only"
+if (echo x > "$mnt/new") 2>&1; then echo "demo: a write succeeded" >&2; exit 1; fi
+
+step "$pinfs unmount $mnt"
+$pinfs unmount "$mnt"
+for _ in $(seq 50); do grep -q '"event":"run_end"' "$record" 2>/dev/null && break; sleep 0.1; done
+
+step "tail -n 3 $record   # the run record: run_start/resume, consumed set, run_end"
+tail -n 3 "$record"
 
 step "$pinfs mount latest /tmp/pinfs-demo --store $store   # refused: digests only"
 if $pinfs mount latest /tmp/pinfs-demo --store "$store"; then
