@@ -1,0 +1,163 @@
+package blocks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+// errStalled reports a request cut off after StallTimeout without a byte.
+var errStalled = errors.New("no bytes received within the stall timeout")
+
+// permanent reports whether err cannot be cured by asking again.
+func permanent(err error) bool {
+	for _, s := range []error{store.ErrNotFound, store.ErrAccessDenied, store.ErrVersionMismatch,
+		store.ErrNoVersion, store.ErrUnversioned} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// fetch reads the n bytes of m at off from the store. A request that fails
+// after delivering some bytes is resumed from the first missing byte;
+// transient failures are retried with backoff, up to Attempts requests in
+// all. ctx is the Reader's context: a request is never canceled because one
+// reader gave up.
+func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, error) {
+	if err := m.Object.Validate(); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, n)
+	have := 0
+	for attempt := 1; ; attempt++ {
+		r.st.requests.Add(1)
+		got, err := r.request(ctx, m.Object, off+int64(have), buf[have:])
+		have += got
+		switch {
+		case have == len(buf):
+			return buf, nil
+		case err == nil:
+			err = io.ErrUnexpectedEOF
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if permanent(err) || attempt >= r.cfg.Attempts {
+			return nil, fmt.Errorf("%v: request %d of %d: %w", m.Object, attempt, r.cfg.Attempts, err)
+		}
+		r.st.retries.Add(1)
+		if got > 0 {
+			continue // the connection was cut, not refused: resume at once
+		}
+		select {
+		case <-time.After(r.backoff(attempt)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// backoff returns the wait after the attempt-th failed request: Backoff
+// doubled attempt-1 times, at most MaxBackoff, with the upper half jittered.
+func (r *Reader) backoff(attempt int) time.Duration {
+	d := r.cfg.Backoff << min(attempt-1, 30)
+	if d <= 0 || d > r.cfg.MaxBackoff {
+		d = r.cfg.MaxBackoff
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// request makes one ranged read of len(buf) bytes of obj at off into buf
+// and returns how many bytes arrived. A watchdog cancels the request and
+// closes its body when StallTimeout passes without a byte; the error then
+// wraps errStalled.
+func (r *Reader) request(ctx context.Context, obj store.Object, off int64, buf []byte) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &watchdog{cancel: cancel}
+	t := time.AfterFunc(r.cfg.StallTimeout, w.fire)
+	defer t.Stop()
+	defer w.close()
+
+	rc, err := r.cfg.Objects.ReadRange(ctx, obj, off, int64(len(buf)))
+	if err != nil {
+		return 0, w.explain(err, 0)
+	}
+	w.setBody(rc)
+	have := 0
+	for have < len(buf) {
+		n, err := rc.Read(buf[have:])
+		if n > 0 {
+			have += n
+			t.Reset(r.cfg.StallTimeout)
+		}
+		if err == io.EOF && have < len(buf) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil && have < len(buf) {
+			return have, w.explain(err, have)
+		}
+	}
+	return have, nil
+}
+
+// watchdog cuts off a stalled request. Its methods are safe for concurrent
+// use: fire runs on a timer goroutine.
+type watchdog struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	fired  bool
+	body   io.Closer
+	closed bool
+}
+
+func (w *watchdog) fire() {
+	w.mu.Lock()
+	w.fired = true
+	w.mu.Unlock()
+	w.cancel()
+	w.close()
+}
+
+// setBody registers the response body, closing it at once if the watchdog
+// has already fired.
+func (w *watchdog) setBody(b io.Closer) {
+	w.mu.Lock()
+	w.body = b
+	fired := w.fired
+	w.mu.Unlock()
+	if fired {
+		w.close()
+	}
+}
+
+// close closes the body once.
+func (w *watchdog) close() {
+	w.mu.Lock()
+	b := w.body
+	if w.closed || b == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	b.Close()
+}
+
+// explain returns err, or errStalled if the watchdog cut the request off.
+func (w *watchdog) explain(err error, have int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fired {
+		return fmt.Errorf("%w after %d bytes (%v)", errStalled, have, err)
+	}
+	return err
+}

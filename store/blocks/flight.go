@@ -1,0 +1,271 @@
+package blocks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// flight is one shared load of one block. data and err are written once,
+// before done is closed, and only read after it.
+type flight struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// source says where a loaded block came from.
+type source int
+
+const (
+	fromMem source = iota
+	fromDisk
+	fromNetwork
+)
+
+// block returns the verified bytes of block i of m: from the memory tier,
+// or else from the block's flight, which it starts or joins. It waits for
+// the flight or for ctx, whichever is first.
+func (r *Reader) block(ctx context.Context, m *Member, i int64) ([]byte, error) {
+	return r.pend(m, i).get(ctx)
+}
+
+// pending is a block that is either at hand (a memory hit) or loading.
+type pending struct {
+	b []byte
+	f *flight
+}
+
+// pend returns block i of m from the memory tier, or else its flight.
+func (r *Reader) pend(m *Member, i int64) pending {
+	if b, ok := r.memGet(m, i); ok {
+		return pending{b: b}
+	}
+	return pending{f: r.start(m, i, false)}
+}
+
+// get returns the block, waiting for its flight or for ctx.
+func (p pending) get(ctx context.Context) ([]byte, error) {
+	if p.f == nil {
+		return p.b, nil
+	}
+	return wait(ctx, p.f)
+}
+
+// memGet returns block i of m from the memory tier. A cached block of
+// another length than m's block i (a manifest that gives the same digest
+// another size) is not used.
+func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
+	if r.mem == nil {
+		return nil, false
+	}
+	_, n := blockRange(m, i)
+	b, ok := r.mem.Get(key(m, i))
+	if !ok || int64(len(b)) != n {
+		return nil, false
+	}
+	r.st.memHits.Add(1)
+	return b, true
+}
+
+// wait returns the result of flight f, or ctx.Err() if ctx ends first.
+func wait(ctx context.Context, f *flight) ([]byte, error) {
+	select {
+	case <-f.done:
+		return f.data, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// start returns the flight of block i of m, starting it if there is none
+// (a read that finds one counts as joined).
+// A readahead start (ahead) only starts a flight if a readahead token is
+// free, and returns nil otherwise. The flight gets a copy of *m.
+func (r *Reader) start(m *Member, i int64, ahead bool) *flight {
+	k := key(m, i)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.flights[k]; ok {
+		if !ahead {
+			r.st.joined.Add(1)
+		}
+		return f
+	}
+	if r.closed {
+		f := &flight{done: make(chan struct{}), err: ErrClosed}
+		close(f.done)
+		return f
+	}
+	if ahead {
+		select {
+		case r.ahead <- struct{}{}:
+			r.st.readaheads.Add(1)
+		default:
+			return nil
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	r.flights[k] = f
+	r.wg.Add(1)
+	mm := *m
+	go r.fly(f, &mm, i, ahead)
+	return f
+}
+
+// fly runs flight f on the Reader's context. Waiters are released as soon
+// as the block is verified (and offered to the memory tier); the flight
+// stays registered until the block is in the disk tier and the memory tier
+// has applied it, so that a reader arriving in between joins the finished
+// flight instead of fetching again.
+func (r *Reader) fly(f *flight, m *Member, i int64, ahead bool) {
+	defer r.wg.Done()
+	if ahead {
+		defer func() { <-r.ahead }()
+	}
+	k := key(m, i)
+	data, src, err := r.load(r.ctx, m, i)
+	if err == nil && src != fromMem && r.mem != nil {
+		r.mem.Put(k, data)
+	}
+	f.data, f.err = data, err
+	close(f.done)
+	if err == nil && src == fromNetwork && r.disk != nil {
+		if err := r.disk.Put(k, data); err != nil {
+			r.st.diskErrors.Add(1)
+		}
+	}
+	if r.mem != nil && src != fromMem {
+		r.mem.Wait()
+	}
+	r.mu.Lock()
+	delete(r.flights, k)
+	r.mu.Unlock()
+}
+
+// load returns the verified bytes of block i of m and where they came from.
+// It looks in the memory tier again (a flight that just finished may have
+// filled it), then in the disk tier, then fetches from the store. ctx is
+// the Reader's context.
+func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, error) {
+	k := key(m, i)
+	off, n := blockRange(m, i)
+	if b, ok := r.memGet(m, i); ok {
+		return b, fromMem, nil
+	}
+	v := &verifier{r: r, m: m, off: off, n: n}
+	if err := v.loadOutboard(ctx); err != nil {
+		return nil, 0, r.failed(ctx, m, off, n, err)
+	}
+
+	if b, ok := r.disk.Get(k); ok {
+		err := v.check(ctx, b)
+		if err == nil {
+			r.st.diskHits.Add(1)
+			r.st.verified.Add(1)
+			return b, fromDisk, nil
+		}
+		if !errors.Is(err, b3.ErrMismatch) { // the outboard could not be reloaded
+			return nil, 0, r.failed(ctx, m, off, n, err)
+		}
+		r.disk.Remove(k)
+		r.st.mismatches.Add(1)
+		r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromDisk, Err: err})
+	}
+
+	r.st.fetches.Add(1)
+	b, err := r.fetch(ctx, m, off, n)
+	if err != nil {
+		return nil, 0, r.failed(ctx, m, off, n, err)
+	}
+	err = v.check(ctx, b)
+	if err != nil && errors.Is(err, b3.ErrMismatch) {
+		// Fetch once more: the bytes may have been damaged on the way.
+		r.st.mismatches.Add(1)
+		if b, err = r.fetch(ctx, m, off, n); err != nil {
+			return nil, 0, r.failed(ctx, m, off, n, err)
+		}
+		if err = v.verify(b); err != nil {
+			r.st.mismatches.Add(1)
+			err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, fetched twice: %w", m.Path, m.Object, off, n, err)
+			r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork, Err: err})
+			return nil, 0, err
+		}
+	}
+	if err != nil {
+		return nil, 0, r.failed(ctx, m, off, n, err)
+	}
+	r.st.verified.Add(1)
+	return b, fromNetwork, nil
+}
+
+// failed reports a storage failure of the byte range off+n of m, unless
+// the Reader is closing, and returns the error to give the readers.
+func (r *Reader) failed(ctx context.Context, m *Member, off, n int64, err error) error {
+	err = fmt.Errorf("blocks: %s (%v) bytes %d+%d: %w", m.Path, m.Object, off, n, err)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case errors.Is(err, errOutboard):
+		r.report(ctx, Event{Kind: KindFetchFailed, Member: m, Off: off, Len: n, Err: err})
+	case errors.Is(err, store.ErrNotFound):
+		r.report(ctx, Event{Kind: KindVersionMissing, Member: m, Off: off, Len: n, Err: err})
+	default:
+		r.report(ctx, Event{Kind: KindFetchFailed, Member: m, Off: off, Len: n, Err: err})
+	}
+	return err
+}
+
+// verifier verifies the blocks of one load against the member's outboard.
+// It reloads the outboard from the store (fresh) at most once per load.
+type verifier struct {
+	r        *Reader
+	m        *Member
+	off, n   int64
+	outboard []byte
+	reloaded bool
+}
+
+func (v *verifier) loadOutboard(ctx context.Context) error {
+	ob, err := v.r.outboard(ctx, v.m, false)
+	v.outboard = ob
+	return err
+}
+
+// verify checks b against the current outboard. A block of the wrong
+// length is a mismatch too: a truncated block that ends on a group boundary
+// would otherwise verify as a shorter range.
+func (v *verifier) verify(b []byte) error {
+	if int64(len(b)) != v.n {
+		return fmt.Errorf("block of %d bytes, want %d: %w", len(b), v.n, b3.ErrMismatch)
+	}
+	if len(v.outboard) != b3.OutboardSize(v.m.Size) {
+		return fmt.Errorf("outboard of %d bytes, want %d: %w", len(v.outboard), b3.OutboardSize(v.m.Size), b3.ErrMismatch)
+	}
+	return b3.Verify(v.m.Digest, v.outboard, v.m.Size, v.off, b)
+}
+
+// check verifies b, and on a mismatch reloads the outboard (once per load)
+// and, if the store's outboard differs from the one used, verifies b again.
+// It returns an error wrapping b3.ErrMismatch if b is bad, or another error
+// if the outboard could not be reloaded.
+func (v *verifier) check(ctx context.Context, b []byte) error {
+	err := v.verify(b)
+	if err == nil || v.reloaded || v.m.Size <= b3.GroupSize {
+		return err
+	}
+	v.reloaded = true
+	ob, oerr := v.r.outboard(ctx, v.m, true)
+	if oerr != nil {
+		return oerr
+	}
+	if bytes.Equal(ob, v.outboard) {
+		return err
+	}
+	v.outboard = ob
+	return v.verify(b)
+}

@@ -1,0 +1,55 @@
+package blocks
+
+import (
+	"sync/atomic"
+
+	"github.com/pinfs/pinfs/store/cache"
+)
+
+// Stats is a snapshot of a Reader's counters.
+type Stats struct {
+	BytesServed    int64 // bytes copied into callers' buffers
+	BlocksVerified int64 // blocks that passed verification (from disk or network)
+	MemHits        int64 // blocks served from the memory tier
+	DiskHits       int64 // blocks served from the disk tier (verified)
+	Joined         int64 // block reads served by a load another read or readahead started
+	NetworkFetches int64 // blocks fetched from the store
+	Requests       int64 // ranged reads sent to the store (first tries, resumptions, retries)
+	Retries        int64 // requests and outboard loads repeated after a failure
+	Mismatches     int64 // copies of block bytes that failed verification
+	OutboardLoads  int64 // outboards read through Config.Outboards
+	Readaheads     int64 // flights started by readahead
+	DiskErrors     int64 // blocks the disk tier failed to store
+
+	Mem  cache.MemStats
+	Disk cache.DiskStats
+}
+
+type counters struct {
+	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
+	mismatches, outboardLoads, readaheads, diskErrors atomic.Int64
+}
+
+// Stats returns the Reader's counters and those of its cache tiers. Each
+// counter is read atomically; the snapshot as a whole is not.
+func (r *Reader) Stats() Stats {
+	s := Stats{
+		BytesServed:    r.st.bytesServed.Load(),
+		BlocksVerified: r.st.verified.Load(),
+		MemHits:        r.st.memHits.Load(),
+		DiskHits:       r.st.diskHits.Load(),
+		Joined:         r.st.joined.Load(),
+		NetworkFetches: r.st.fetches.Load(),
+		Requests:       r.st.requests.Load(),
+		Retries:        r.st.retries.Load(),
+		Mismatches:     r.st.mismatches.Load(),
+		OutboardLoads:  r.st.outboardLoads.Load(),
+		Readaheads:     r.st.readaheads.Load(),
+		DiskErrors:     r.st.diskErrors.Load(),
+		Disk:           r.disk.Stats(),
+	}
+	if r.mem != nil {
+		s.Mem = r.mem.Stats()
+	}
+	return s
+}
