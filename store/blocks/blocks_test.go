@@ -186,8 +186,9 @@ func TestNetworkCorruptionOnce(t *testing.T) {
 	if st := r.Stats(); st.Mismatches != 1 || st.BlocksVerified != 4 {
 		t.Fatalf("stats %+v", st)
 	}
-	if ev := e.rec.all(); len(ev) != 0 {
-		t.Fatalf("a healed network mismatch was reported: %+v", ev)
+	if ev := e.rec.all(); len(ev) != 1 || ev[0].Kind != KindMismatch || ev[0].From != FromNetwork ||
+		ev[0].Off != BlockSize || !strings.Contains(ev[0].Err.Error(), "healed") {
+		t.Fatalf("a healed network mismatch is reported once, as healed: %+v", ev)
 	}
 }
 

@@ -195,6 +195,9 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 			r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork, Err: err})
 			return nil, 0, err
 		}
+		// Healed, but every integrity problem goes to the run record.
+		r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork,
+			Err: fmt.Errorf("first copy failed verification, the refetched copy verified (healed): %w", b3.ErrMismatch)})
 	}
 	if err != nil {
 		return nil, 0, r.failed(ctx, m, off, n, err)

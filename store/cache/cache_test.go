@@ -212,6 +212,10 @@ func TestDiskReopen(t *testing.T) {
 	// Leftovers of a crashed writer and of a torn write, and a foreign file.
 	sub := filepath.Dir(d.path(key(0, 0)))
 	os.WriteFile(filepath.Join(sub, tmpPrefix+"123"), []byte("partial"), 0o600)
+	old := time.Now().Add(-2 * staleTemp)
+	os.Chtimes(filepath.Join(sub, tmpPrefix+"123"), old, old)
+	// A fresh temp file may be another process's write in progress: kept.
+	os.WriteFile(filepath.Join(sub, tmpPrefix+"456"), []byte("writing"), 0o600)
 	emptyKey := key(5, 0)
 	os.MkdirAll(filepath.Dir(d.path(emptyKey)), 0o755)
 	os.WriteFile(d.path(emptyKey), nil, 0o600)
@@ -231,12 +235,15 @@ func TestDiskReopen(t *testing.T) {
 		}
 	}
 	for _, f := range files(t, dir) {
-		if strings.Contains(f, tmpPrefix) || strings.HasPrefix(filepath.Base(f), emptyKey.Digest.Hex()) {
+		if strings.Contains(f, tmpPrefix+"123") || strings.HasPrefix(filepath.Base(f), emptyKey.Digest.Hex()) {
 			t.Errorf("Open left %s", f)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "README")); err != nil {
 		t.Errorf("Open removed a file that is not a block: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(sub, tmpPrefix+"456")); err != nil {
+		t.Errorf("Open removed a temp file another process may be writing: %v", err)
 	}
 }
 

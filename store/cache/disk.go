@@ -216,6 +216,9 @@ func (d *Disk) dropLocked(e *list.Element) {
 	d.bytes -= de.size
 }
 
+// staleTemp is the age after which scan removes a temporary file.
+const staleTemp = 10 * time.Minute
+
 // scan rebuilds the index from the directory. Files that are not block
 // files are left alone and not counted; temporary files and block files of
 // impossible sizes are removed.
@@ -243,7 +246,11 @@ func (d *Disk) scan() error {
 			name := f.Name()
 			p := filepath.Join(subdir, name)
 			if strings.HasPrefix(name, tmpPrefix) {
-				os.Remove(p)
+				// Another process sharing the directory may be writing it
+				// right now; only a temp file abandoned long ago is removed.
+				if info, err := f.Info(); err == nil && time.Since(info.ModTime()) > staleTemp {
+					os.Remove(p)
+				}
 				continue
 			}
 			k, ok := parseName(name)
