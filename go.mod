@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
 	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/spf13/pflag v1.1.0
 	golang.org/x/sys v0.36.0
 	lukechampine.com/blake3 v1.4.1
@@ -30,6 +31,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
-	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.0.12 // indirect
 )

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/integration/s3test"
@@ -365,5 +367,31 @@ func TestBackgroundMountReturnsWhenReadyAndUnmounts(t *testing.T) {
 	}
 	if _, mounted := mountInfo(dir); mounted {
 		t.Error("still mounted after pinfs unmount")
+	}
+}
+
+func TestRunRecordInS3(t *testing.T) {
+	f := pinFixture(t)
+	dir, d := f.mount(t, filepath.Join(f.work, "cache"), "s3://store/runs", "--run-id", "s3-run")
+	if _, err := readFile(t, filepath.Join(dir, "README")); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(t, 10*time.Second)
+	if code := d.exitCode(t, time.Second); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	out, err := f.s.Client(t).ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String("store"), Prefix: aws.String("runs/runs/s3-run/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, *o.Key)
+	}
+	joined := strings.Join(keys, "\n")
+	for _, want := range []string{"run.json", "run_start", "consumed", "run_end"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("run record objects lack %s:\n%s", want, joined)
+		}
 	}
 }
