@@ -1,0 +1,107 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinfs/pinfs/store/blocks"
+)
+
+// stat is one metric read from blocks.Stats at scrape time.
+type stat struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(*blocks.Stats) int64
+	label string // the value of the metric's variable label, if it has one
+}
+
+// statsCollector is a prometheus.Collector that reads Source.Stats once
+// per scrape and turns it into constant metrics: the read path does no
+// work for it.
+type statsCollector struct {
+	src   Source
+	stats []stat
+}
+
+func newStatsCollector(src Source) *statsCollector {
+	const (
+		counter = prometheus.CounterValue
+		gauge   = prometheus.GaugeValue
+	)
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	var (
+		hits = desc("pinfs_cache_hits_total",
+			"Blocks served from a cache tier: memory, or disk (counted once verified).", labelTier)
+		misses = desc("pinfs_cache_misses_total",
+			"Lookups in a cache tier that found no block. A block that is not in memory "+
+				"may be looked up there twice: once by the read, once by the load it starts.", labelTier)
+		evictions = desc("pinfs_cache_evictions_total",
+			"Blocks evicted from a cache tier to stay within its budget.", labelTier)
+	)
+	mk := func(d *prometheus.Desc, kind prometheus.ValueType, v func(*blocks.Stats) int64, label ...string) stat {
+		st := stat{desc: d, kind: kind, value: v}
+		if len(label) > 0 {
+			st.label = label[0]
+		}
+		return st
+	}
+	return &statsCollector{src: src, stats: []stat{
+		mk(desc("pinfs_bytes_served_total", "Bytes copied into readers' buffers."),
+			counter, func(s *blocks.Stats) int64 { return s.BytesServed }),
+		mk(desc("pinfs_blocks_verified_total", "Blocks, from disk or the network, that passed BLAKE3 verification."),
+			counter, func(s *blocks.Stats) int64 { return s.BlocksVerified }),
+		mk(hits, counter, func(s *blocks.Stats) int64 { return s.MemHits }, "memory"),
+		mk(hits, counter, func(s *blocks.Stats) int64 { return s.DiskHits }, "disk"),
+		mk(misses, counter, func(s *blocks.Stats) int64 { return s.Mem.Misses }, "memory"),
+		mk(misses, counter, func(s *blocks.Stats) int64 { return s.Disk.Misses }, "disk"),
+		mk(evictions, counter, func(s *blocks.Stats) int64 { return s.Mem.Evictions }, "memory"),
+		mk(evictions, counter, func(s *blocks.Stats) int64 { return s.Disk.Evictions }, "disk"),
+		mk(desc("pinfs_memory_cache_bytes", "Bytes held by the memory cache tier."),
+			gauge, func(s *blocks.Stats) int64 { return s.Mem.Bytes }),
+		mk(desc("pinfs_disk_cache_bytes", "Bytes held by the disk cache tier."),
+			gauge, func(s *blocks.Stats) int64 { return s.Disk.Bytes }),
+		mk(desc("pinfs_disk_cache_blocks", "Blocks held by the disk cache tier."),
+			gauge, func(s *blocks.Stats) int64 { return s.Disk.Blocks }),
+		mk(desc("pinfs_disk_cache_write_errors_total", "Verified blocks the disk cache tier failed to store."),
+			counter, func(s *blocks.Stats) int64 { return s.DiskErrors }),
+		mk(desc("pinfs_network_fetches_total", "Blocks fetched from the store."),
+			counter, func(s *blocks.Stats) int64 { return s.NetworkFetches }),
+		mk(desc("pinfs_joined_reads_total", "Block reads served by a load that another read or a readahead had started."),
+			counter, func(s *blocks.Stats) int64 { return s.Joined }),
+		mk(desc("pinfs_store_requests_total", "Ranged reads sent to the store: first tries, resumptions and retries."),
+			counter, func(s *blocks.Stats) int64 { return s.Requests }),
+		mk(desc("pinfs_store_retries_total", "Store requests and outboard loads repeated after a failure."),
+			counter, func(s *blocks.Stats) int64 { return s.Retries }),
+		mk(desc("pinfs_verification_failures_total", "Copies of blocks, from disk or the network, that failed BLAKE3 verification."),
+			counter, func(s *blocks.Stats) int64 { return s.Mismatches }),
+		mk(desc("pinfs_readahead_fetches_total", "Block loads started by readahead."),
+			counter, func(s *blocks.Stats) int64 { return s.Readaheads }),
+		mk(desc("pinfs_outboard_loads_total", "Bao outboards loaded through the metadata cache for verification."),
+			counter, func(s *blocks.Stats) int64 { return s.OutboardLoads }),
+	}}
+}
+
+// Describe implements prometheus.Collector.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	seen := make(map[*prometheus.Desc]bool, len(c.stats))
+	for _, s := range c.stats {
+		if !seen[s.desc] {
+			seen[s.desc] = true
+			ch <- s.desc
+		}
+	}
+}
+
+// Collect implements prometheus.Collector: one call of Source.Stats per
+// scrape.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats()
+	for _, s := range c.stats {
+		var labels []string
+		if s.label != "" {
+			labels = []string{s.label}
+		}
+		ch <- prometheus.MustNewConstMetric(s.desc, s.kind, float64(s.value(&st)), labels...)
+	}
+}

@@ -1,0 +1,233 @@
+// Package metrics exposes the Prometheus metrics of one pinfs mount, and
+// the pprof handlers, over HTTP.
+//
+// Counters of the read path are not kept here: a collector reads
+// Source.Stats (the block reader's atomic counters) at scrape time, so
+// serving a block costs nothing extra. The one thing measured on the hot
+// path is each read(2): ObserveRead records its latency, its size and its
+// errno class without allocating.
+//
+// Every metric, the Go runtime and process ones included, carries the
+// constant labels given to New (the mount's digest and run id), so that
+// several mounts on one node can be told apart.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/blocks"
+)
+
+// Source is what the metrics read on every scrape (blocks.Reader
+// satisfies it). Stats must be safe to call concurrently with reads.
+type Source interface{ Stats() blocks.Stats }
+
+var _ Source = (*blocks.Reader)(nil)
+
+// Label names used by the metrics themselves; New rejects them as
+// constant labels.
+const (
+	labelTier  = "tier"
+	labelErrno = "errno"
+)
+
+// Metrics owns a registry with the pinfs metrics of one mount. Its methods
+// are safe for concurrent use.
+type Metrics struct {
+	reg     *prometheus.Registry
+	latency prometheus.Histogram
+	size    prometheus.Histogram
+	errs    *prometheus.CounterVec
+	// The errno classes fs.Errno gives, resolved once so that counting
+	// them does not allocate.
+	eio, eintr, eacces prometheus.Counter
+}
+
+// New returns the Metrics of a mount whose read path is src. labels are
+// constant labels put on every metric, as name/value pairs, e.g.
+//
+//	metrics.New(br, "digest", string(c.Digest), "run_id", runID)
+//
+// New panics if labels has an odd length, or if a name does not match
+// [a-zA-Z_][a-zA-Z0-9_]*, starts with "__", is repeated, or is "tier" or
+// "errno": these are programming errors.
+func New(src Source, labels ...string) *Metrics {
+	if len(labels)%2 != 0 {
+		panic(fmt.Sprintf("metrics: New: odd number of label arguments (%d)", len(labels)))
+	}
+	constLabels := prometheus.Labels{}
+	for i := 0; i < len(labels); i += 2 {
+		name := labels[i]
+		if !validLabelName(name) {
+			panic(fmt.Sprintf("metrics: New: invalid label name %q", name))
+		}
+		if name == labelTier || name == labelErrno {
+			panic(fmt.Sprintf("metrics: New: label %q is used by the metrics themselves", name))
+		}
+		if _, dup := constLabels[name]; dup {
+			panic(fmt.Sprintf("metrics: New: label %q given twice", name))
+		}
+		constLabels[name] = labels[i+1]
+	}
+
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pinfs_read_duration_seconds",
+			Help: "Latency of read(2) requests served by the mount, failed ones included.",
+			// 50 µs, 100 µs, 200 µs, ... 6.55 s, 13.1 s.
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 19),
+		}),
+		size: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "pinfs_read_size_bytes",
+			Help: "Bytes returned by read(2) requests served by the mount.",
+			// 4 KiB, 8 KiB, ... 1 MiB.
+			Buckets: prometheus.ExponentialBuckets(4<<10, 2, 9),
+		}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pinfs_read_errors_total",
+			Help: "read(2) requests that failed, by the errno returned to the reader.",
+		}, []string{labelErrno}),
+	}
+	m.eio = m.errs.WithLabelValues(unix.ErrnoName(syscall.EIO))
+	m.eintr = m.errs.WithLabelValues(unix.ErrnoName(syscall.EINTR))
+	m.eacces = m.errs.WithLabelValues(unix.ErrnoName(syscall.EACCES))
+
+	r := prometheus.WrapRegistererWith(constLabels, m.reg)
+	r.MustRegister(
+		newStatsCollector(src),
+		m.latency, m.size, m.errs,
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.MetricsGC, collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// validLabelName reports whether name is a label name that every
+// Prometheus version accepts, and not one reserved for internal use.
+func validLabelName(name string) bool {
+	if name == "" || strings.HasPrefix(name, "__") {
+		return false
+	}
+	for i, c := range name {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ObserveRead records one read(2) served: its latency d, the n bytes it
+// returned, and, if err is not nil, its errno class in
+// pinfs_read_errors_total. err may be the error of the read path (it is
+// classed as fs.Errno would: EINTR for a canceled or timed out context,
+// EACCES for store.ErrAccessDenied, EIO otherwise) or the syscall.Errno
+// already given to the kernel; io.EOF and a zero Errno are not failures.
+//
+// ObserveRead does not allocate for the errno classes above.
+func (m *Metrics) ObserveRead(d time.Duration, n int, err error) {
+	m.latency.Observe(d.Seconds())
+	m.size.Observe(float64(n))
+	if err != nil {
+		if c := m.errCounter(err); c != nil {
+			c.Inc()
+		}
+	}
+}
+
+// errCounter returns the counter of err's errno class, or nil if err is
+// not a failure.
+func (m *Metrics) errCounter(err error) prometheus.Counter {
+	if e, ok := err.(syscall.Errno); ok {
+		switch e {
+		case 0:
+			return nil
+		case syscall.EIO:
+			return m.eio
+		case syscall.EINTR:
+			return m.eintr
+		case syscall.EACCES:
+			return m.eacces
+		}
+		name := unix.ErrnoName(e)
+		if name == "" {
+			name = fmt.Sprintf("errno%d", int(e))
+		}
+		return m.errs.WithLabelValues(name)
+	}
+	switch {
+	case err == io.EOF:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return m.eintr
+	case errors.Is(err, store.ErrAccessDenied):
+		return m.eacces
+	}
+	return m.eio
+}
+
+// Handler returns the handler Serve serves: /metrics, and the
+// net/http/pprof handlers under /debug/pprof/.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// shutdownGrace bounds how long Serve's server waits for requests in
+// progress once ctx has ended.
+const shutdownGrace = 5 * time.Second
+
+// Serve listens on addr (host:port; port 0 picks a free one) and serves
+// Handler there in the background until ctx ends. It returns the bound
+// address once the listener is open, or the error that kept it from
+// opening. When ctx ends the listener is closed and requests in progress
+// (a CPU profile, say) are canceled.
+//
+// The pprof handlers reveal the process's memory and command line: addr
+// should be a loopback or otherwise private address.
+func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed after Shutdown
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
+	return ln.Addr(), nil
+}
