@@ -1,7 +1,10 @@
 package fs
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -18,6 +21,16 @@ type MountOptions struct {
 
 // maxRead is the largest read request the kernel sends (max_read).
 const maxRead = 1 << 20
+
+// Kernel tuning of the mount, from measurements with `make bench`:
+// FUSE's default readahead (128 KiB) and 12 background requests keep a
+// sequential reader at a fraction of what the store delivers; a readahead
+// window of a few MiB and more requests in flight let the kernel ask for
+// whole 1 MiB blocks ahead of the reader.
+const (
+	readAheadKB   = 8 << 10 // the mount's read_ahead_kb (8 MiB)
+	maxBackground = 64      // asynchronous (readahead) requests in flight
+)
 
 // Mount mounts root at dir read-only (ro, nodev, nosuid; type fuse.pinfs)
 // with a direct mount(2), falling back to fusermount, with reads of up to
@@ -46,6 +59,7 @@ func Mount(dir string, root gofs.InodeEmbedder, o MountOptions) (*fuse.Server, e
 			FsName:               name,
 			Name:                 "pinfs",
 			MaxWrite:             maxRead, // go-fuse sets max_read to MaxWrite
+			MaxBackground:        maxBackground,
 			IgnoreSecurityLabels: true,
 			Debug:                o.Debug,
 			Logger:               slog.NewLogLogger(log.Handler(), slog.LevelInfo),
@@ -57,7 +71,26 @@ func Mount(dir string, root gofs.InodeEmbedder, o MountOptions) (*fuse.Server, e
 		RootStableAttr:  &gofs.StableAttr{Ino: rootIno},
 		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return gofs.Mount(dir, root, opts)
+	server, err := gofs.Mount(dir, root, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := setReadAhead(dir, readAheadKB); err != nil {
+		log.Warn("kernel readahead left at its default", "err", err)
+	}
+	return server, nil
+}
+
+// setReadAhead sets the read_ahead_kb of the mount's backing device
+// (/sys/class/bdi/0:<minor>). Files opened afterwards use the new window.
+func setReadAhead(dir string, kb int) error {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return err
+	}
+	major, minor := (st.Dev>>8)&0xfff, (st.Dev&0xff)|((st.Dev>>12)&0xfff00)
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", major, minor)
+	return os.WriteFile(p, []byte(strconv.Itoa(kb)), 0)
 }
 
 func durationPtr(d time.Duration) *time.Duration { return &d }

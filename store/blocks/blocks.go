@@ -132,8 +132,11 @@ type Config struct {
 	// (default 30 s).
 	StallTimeout time.Duration
 	// Readahead is the most blocks read ahead of a sequential reader, and
-	// the most readahead fetches in flight at once (default 8; < 0 disables).
+	// the most readahead fetches in flight at once (default 16; < 0 disables).
 	Readahead int
+	// SpanBlocks is the most consecutive blocks a sequential reader's
+	// fetch asks for in one request (default 4; 1 disables spans).
+	SpanBlocks int
 }
 
 func (c *Config) setDefaults() {
@@ -152,7 +155,10 @@ func (c *Config) setDefaults() {
 	def(&c.MaxBackoff, 5*time.Second)
 	def(&c.StallTimeout, 30*time.Second)
 	if c.Readahead == 0 {
-		c.Readahead = 8
+		c.Readahead = 16
+	}
+	if c.SpanBlocks <= 0 {
+		c.SpanBlocks = 4
 	}
 }
 
@@ -164,6 +170,9 @@ type Reader struct {
 	mem  *cache.Mem  // nil: memory tier disabled
 	disk *cache.Disk // nil: disk tier disabled
 	obs  *outboardCache
+	// recent keeps the last blocks loaded, so that readahead is never
+	// lost to the memory tier's admission policy.
+	recent *recent
 
 	// ctx is the context of every shared fetch; Close cancels it.
 	ctx    context.Context
@@ -196,6 +205,7 @@ func New(cfg Config) (*Reader, error) {
 		ahead:   make(chan struct{}, max(cfg.Readahead, 1)),
 	}
 	r.obs = newOutboardCache(cfg.OutboardBytes)
+	r.recent = newRecent(2 * int64(cfg.Readahead+cfg.SpanBlocks) * BlockSize)
 	if cfg.MemBytes > 0 {
 		m, err := cache.NewMem(cfg.MemBytes)
 		if err != nil {

@@ -152,12 +152,12 @@ func TestConcurrentReadersSingleFetch(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for q, c := range e.store.perRange() {
+	for q, c := range e.store.perBlock() {
 		if c != 1 {
 			t.Errorf("%v at %d requested %d times", q.Obj, q.Off, c)
 		}
 	}
-	if got, want := len(e.store.perRange()), 5+1+1; got != want {
+	if got, want := len(e.store.perBlock()), 5+1+1; got != want {
 		t.Errorf("%d blocks fetched, want %d", got, want)
 	}
 	if plain, fresh := e.obs.ncalls(); plain != 2 || fresh != 0 {
@@ -251,8 +251,13 @@ func TestDiskTier(t *testing.T) {
 	e.readAll(r1, m, 100<<10)
 	e.readAll(r1, small, 100)
 	r1.Close()
-	if n := len(e.store.requests()); n != 5 {
-		t.Fatalf("first reader made %d requests, want 5", n)
+	if n := len(e.store.perBlock()); n != 5 {
+		t.Fatalf("first reader fetched %d blocks, want 5", n)
+	}
+	for q, c := range e.store.perBlock() {
+		if c != 1 {
+			t.Fatalf("block at %d fetched %d times", q.Off, c)
+		}
 	}
 
 	// Remount: everything from disk.
@@ -575,7 +580,7 @@ func (s *slowReporter) Report(ctx context.Context, ev Event) {
 
 func TestReadahead(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 4})
+	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 1})
 	m := e.member(12 * BlockSize)
 	src := e.data[m.Digest]
 	// Reading blocks 0 and 1 in order prefetches block 1, then 2 and 3.
@@ -589,7 +594,7 @@ func TestReadahead(t *testing.T) {
 
 	// Random access prefetches nothing.
 	e2 := newEnv(t)
-	r2 := e2.reader(Config{MemBytes: 64 << 20, Readahead: 4})
+	r2 := e2.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 1})
 	m2 := e2.member(12 * BlockSize)
 	for _, i := range []int64{5, 2, 9, 7, 3} {
 		readAt(t, r2, m2, e2.data[m2.Digest], i*BlockSize+10, 100)
@@ -637,5 +642,37 @@ func TestClose(t *testing.T) {
 	}
 	if ev := e.rec.all(); len(ev) != 0 {
 		t.Fatalf("Close produced events: %+v", ev)
+	}
+}
+
+// A sequential reader's blocks come in spans: few requests, every block
+// fetched once, and a block that fails verification inside a span is
+// fetched again on its own and healed.
+func TestSpans(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	m := e.member(16*BlockSize + 7)
+	e.store.Faults = func(q request, seen int) fault {
+		// The first span that covers block 6 delivers it damaged.
+		return fault{Corrupt: q.Obj == m.Object && q.N > BlockSize && q.Off <= 6*BlockSize && 6*BlockSize < q.Off+q.N && q.Off+q.N/2 >= 6*BlockSize && q.Off+q.N/2 < 7*BlockSize && seen == 0}
+	}
+	e.readAll(r, m, 1<<20)
+	r.Close()
+	var spans int
+	for _, q := range e.store.requests() {
+		if q.N > BlockSize {
+			spans++
+		}
+	}
+	if spans == 0 || len(e.store.requests()) > 12 {
+		t.Fatalf("%d requests, %d spans, for 17 sequential blocks: %v", len(e.store.requests()), spans, e.store.requests())
+	}
+	for q, c := range e.store.perBlock() {
+		if c != 1 && q.Off != 6*BlockSize {
+			t.Errorf("block at %d fetched %d times", q.Off, c)
+		}
+	}
+	if st := r.Stats(); st.BlocksVerified != 17 {
+		t.Errorf("stats %+v, want 17 blocks verified", st)
 	}
 }

@@ -124,6 +124,18 @@ func (s *fakeStore) requests() []request {
 	return append([]request(nil), s.reqs...)
 }
 
+// perBlock counts how often each block of each object was requested
+// (a span request covers several blocks).
+func (s *fakeStore) perBlock() map[request]int {
+	c := make(map[request]int)
+	for _, q := range s.requests() {
+		for off := q.Off / BlockSize * BlockSize; off < q.Off+q.N; off += BlockSize {
+			c[request{Obj: q.Obj, Off: off}]++
+		}
+	}
+	return c
+}
+
 // perRange counts the requests of each (object, offset).
 func (s *fakeStore) perRange() map[request]int {
 	c := make(map[request]int)

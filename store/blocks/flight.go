@@ -40,10 +40,15 @@ type pending struct {
 	f *flight
 }
 
-// pend returns block i of m from the memory tier, or else its flight.
+// pend returns block i of m from the memory tier, or else its flight; a
+// missing block of a sequential reader starts a span.
 func (r *Reader) pend(m *Member, i int64) pending {
 	if b, ok := r.memGet(m, i); ok {
 		return pending{b: b}
+	}
+	if r.cfg.SpanBlocks > 1 && r.sequential(m) {
+		f, _ := r.startSpan(m, i, int64(r.cfg.SpanBlocks), false)
+		return pending{f: f}
 	}
 	return pending{f: r.start(m, i, false)}
 }
@@ -60,10 +65,14 @@ func (p pending) get(ctx context.Context) ([]byte, error) {
 // another length than m's block i (a manifest that gives the same digest
 // another size) is not used.
 func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
+	_, n := blockRange(m, i)
+	if b, ok := r.recent.get(key(m, i)); ok && int64(len(b)) == n {
+		r.st.memHits.Add(1)
+		return b, true
+	}
 	if r.mem == nil {
 		return nil, false
 	}
-	_, n := blockRange(m, i)
 	b, ok := r.mem.Get(key(m, i))
 	if !ok || int64(len(b)) != n {
 		return nil, false
@@ -127,23 +136,13 @@ func (r *Reader) fly(f *flight, m *Member, i int64, ahead bool) {
 	if ahead {
 		defer func() { <-r.ahead }()
 	}
-	k := key(m, i)
 	data, src, err := r.load(r.ctx, m, i)
-	if err == nil && src != fromMem && r.mem != nil {
-		r.mem.Put(k, data)
-	}
-	f.data, f.err = data, err
-	close(f.done)
-	if err == nil && src == fromNetwork && r.disk != nil {
-		if err := r.disk.Put(k, data); err != nil {
-			r.st.diskErrors.Add(1)
-		}
-	}
+	r.complete(f, m, i, data, src, err)
 	if r.mem != nil && src != fromMem {
 		r.mem.Wait()
 	}
 	r.mu.Lock()
-	delete(r.flights, k)
+	delete(r.flights, key(m, i))
 	r.mu.Unlock()
 }
 

@@ -51,12 +51,23 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	to := min(last+s.window, numBlocks(m.Size)-1)
 	r.mu.Unlock()
 
-	for i := from; i <= to; i++ {
-		if r.start(m, i, true) == nil {
+	for i := from; i <= to; {
+		f, n := r.startSpan(m, i, min(int64(r.cfg.SpanBlocks), to-i+1), true)
+		if f == nil {
 			break
 		}
+		i += n
 		r.mu.Lock()
-		s.ahead = max(s.ahead, i)
+		s.ahead = max(s.ahead, i-1)
 		r.mu.Unlock()
 	}
+}
+
+// sequential reports whether m is being read sequentially (its readahead
+// window is open), so that a missing block is fetched as part of a span.
+func (r *Reader) sequential(m *Member) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.seq[m.Digest]
+	return s != nil && s.window > 0
 }

@@ -179,6 +179,17 @@ func (d *Disk) touch(k Key) bool {
 	return ok
 }
 
+// Has reports whether k's block is in the tier, without reading it.
+func (d *Disk) Has(k Key) bool {
+	if !d.enabled() {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.index[k]
+	return ok
+}
+
 // Remove drops k's block, for example after it failed verification.
 func (d *Disk) Remove(k Key) {
 	if !d.enabled() {
