@@ -49,6 +49,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
 		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
 		gid := fs.Uint32("gid", uint32(os.Getgid()), "group of files and directories")
+		metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at `ADDR`, e.g. 127.0.0.1:9464")
 		debug := fs.Bool("debug", false, "log every FUSE request")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
@@ -78,7 +79,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
 				RunRecord: *record, RunID: *runID, AllowOther: *allowOther,
-				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out,
+				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
 			})
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/pinfs/pinfs/cmd/internal/check"
+	"github.com/pinfs/pinfs/cmd/internal/metrics"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/fs"
 	"github.com/pinfs/pinfs/store"
@@ -38,6 +39,10 @@ type Config struct {
 	Debug      bool
 	Log        *slog.Logger
 	Out        io.Writer // the run id is printed here
+
+	// MetricsAddr, when set, serves Prometheus metrics at /metrics and
+	// the Go profiler at /debug/pprof/ (keep it on loopback).
+	MetricsAddr string
 
 	// ConsumedEvery is how often the consumed set is written while the
 	// mount serves (default 5 minutes); it is always written at the end.
@@ -92,7 +97,16 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	tracker := runrecord.NewTracker(snap.Members())
-	root := fs.NewRoot(snap, &files{blocks: br, members: members, tracker: tracker},
+	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
+	if c.MetricsAddr != "" {
+		addr, err := mx.Serve(ctx, c.MetricsAddr)
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
+	}
+	root := fs.NewRoot(snap, &files{blocks: br, members: members, tracker: tracker, metrics: mx},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
@@ -184,6 +198,7 @@ type files struct {
 	blocks  *blocks.Reader
 	members []blocks.Member
 	tracker *runrecord.Tracker
+	metrics *metrics.Metrics
 }
 
 var (
@@ -192,6 +207,7 @@ var (
 )
 
 func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
+	start := time.Now()
 	n, err := f.blocks.ReadAt(ctx, &f.members[i], p, off)
 	if n > 0 {
 		f.tracker.Read(i, off, int64(n))
@@ -199,6 +215,7 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
+	f.metrics.ObserveRead(time.Since(start), n, err)
 	return n, err
 }
 
