@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -97,6 +100,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	tracker := runrecord.NewTracker(snap.Members())
+	limitMemory(c.CacheMem, log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
@@ -171,6 +175,28 @@ func emitConsumed(ctx context.Context, rec *runrecord.Record, t *runrecord.Track
 	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Members: t.Snapshot()}); err != nil {
 		log.Warn("run record: consumed set", "err", err)
 	}
+}
+
+// memoryHeadroom is the memory a mount may use beyond its snapshot index
+// and its memory tier: the recent-blocks buffer, blocks in flight, FUSE
+// request buffers, the Go runtime.
+const memoryHeadroom = 160 << 20
+
+// limitMemory sets the Go runtime's soft memory limit to what the mount
+// needs: the heap that holds the loaded snapshot, the memory tier and a
+// fixed headroom. Without it the garbage collector lets the heap grow to
+// twice the live data, so a full memory tier would double the daemon's
+// RSS. GOMEMLIMIT, when set, wins.
+func limitMemory(cacheMem int64, log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + memoryHeadroom
+	debug.SetMemoryLimit(limit)
+	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem)
 }
 
 // blockMembers converts the verified members for the block reader.
