@@ -2,6 +2,8 @@ package verify
 
 import (
 	"fmt"
+	"iter"
+	"slices"
 	"strings"
 
 	"github.com/pinfs/pinfs/verify/b3"
@@ -38,68 +40,148 @@ func (p Problem) String() string {
 // path that is both a file and a directory, well-formed digests and sizes,
 // exactly one source per member, and a real version id for every S3
 // member. It returns every problem found, in table order.
-func CheckMembers(ms []Member) []Problem {
+func CheckMembers(ms []Member) []Problem { return NewTable(ms).Check() }
+
+// Check returns the problems CheckMembers reports for the members of t.
+//
+// Paths are checked in path order, in which a file that is also a
+// directory comes right before the paths below it (with other paths that
+// start with its name in between), so no set of all paths is needed.
+// When every id equals its path, as in the tables pinfs pin writes, ids
+// are unique exactly when paths are; otherwise they are checked in id order.
+func (t *Table) Check() []Problem {
+	var at []indexed // problems of paths and ids, by member
+	add := func(i int, kind, format string, a ...any) {
+		at = append(at, indexed{i, Problem{Kind: kind, Path: t.Path(i), ID: t.ID(i), Detail: fmt.Sprintf(format, a...)}})
+	}
+	t.checkPaths(add)
+	t.checkIDs(add)
+	slices.SortStableFunc(at, func(a, b indexed) int { return a.i - b.i })
+
 	var ps []Problem
-	add := func(kind string, m *Member, format string, a ...any) {
-		ps = append(ps, Problem{Kind: kind, Path: m.Path, ID: m.ID, Detail: fmt.Sprintf(format, a...)})
-	}
-	ids := make(map[string]string, len(ms)) // id -> split of first holder
-	files := make(map[string]bool, len(ms))
-	for i := range ms {
-		files[ms[i].Path] = true
-	}
-	seen := make(map[string]bool, len(ms))
-	for i := range ms {
-		m := &ms[i]
-		if err := CheckPath(m.Path); err != nil {
-			add(KindUnsafePath, m, "%v", err)
-		} else if seen[m.Path] {
-			add(KindUnsafePath, m, "path used by an earlier member")
-		} else {
-			for j := strings.IndexByte(m.Path, '/'); j >= 0; j = next(m.Path, j) {
-				if files[m.Path[:j]] {
-					add(KindUnsafePath, m, "parent %q is also a file", m.Path[:j])
-					break
-				}
-			}
+	for i := range t.Len() {
+		for len(at) > 0 && at[0].i == i {
+			ps = append(ps, at[0].p)
+			at = at[1:]
 		}
-		seen[m.Path] = true
-		if m.ID == "" {
-			add(KindBadMember, m, "empty id")
-		} else if split, dup := ids[m.ID]; dup {
-			add(KindDuplicateID, m, "id %q already used (split %q, this one %q)", m.ID, split, m.Split)
-		} else {
-			ids[m.ID] = m.Split
-		}
-		if _, err := b3.Parse(m.Digest); err != nil {
-			add(KindBadMember, m, "%v", err)
-		}
-		switch {
-		case m.S3 != nil && m.CAS != "":
-			add(KindBadMember, m, "both an s3 and a cas source")
-		case m.S3 != nil:
-			if m.S3.Bucket == "" || m.S3.Key == "" {
-				add(KindBadMember, m, "s3 source without bucket or key")
-			}
-			if v := m.S3.VersionID; v == "" || v == "null" {
-				add(KindUnversioned, m, "s3://%s/%s has no real version id (%q)", m.S3.Bucket, m.S3.Key, v)
-			}
-		case m.CAS != "":
-			if m.CAS != m.Digest {
-				add(KindBadMember, m, "cas address %s differs from digest %s", m.CAS, m.Digest)
-			}
-		default:
-			add(KindBadMember, m, "no source")
-		}
+		d := t.decode(i)
+		ps = append(ps, memberProblems(&d)...)
 	}
 	return ps
 }
 
-// next returns the index of the next '/' in p after position j, or -1.
-func next(p string, j int) int {
-	k := strings.IndexByte(p[j+1:], '/')
-	if k < 0 {
-		return -1
+// indexed is a problem of member i.
+type indexed struct {
+	i int
+	p Problem
+}
+
+// memberProblems checks the digest and the source of a member.
+func memberProblems(d *decoded) []Problem {
+	var ps []Problem
+	add := func(kind, format string, a ...any) {
+		ps = append(ps, Problem{Kind: kind, Path: d.path, ID: d.id, Detail: fmt.Sprintf(format, a...)})
 	}
-	return j + 1 + k
+	if d.digestRaw {
+		_, err := b3.Parse(d.digest)
+		add(KindBadMember, "%v", err)
+	}
+	switch {
+	case d.hasS3 && d.hasCAS:
+		add(KindBadMember, "both an s3 and a cas source")
+	case d.hasS3:
+		if d.bucket == "" || d.keyEmpty() {
+			add(KindBadMember, "s3 source without bucket or key")
+		}
+		if v := d.versionID; v == "" || v == "null" {
+			add(KindUnversioned, "s3://%s/%s has no real version id (%q)", d.bucket, d.key(), v)
+		}
+	case d.hasCAS:
+		if d.casRaw {
+			add(KindBadMember, "cas address %s differs from digest %s", d.cas, d.digestString())
+		}
+	default:
+		add(KindBadMember, "no source")
+	}
+	return ps
+}
+
+// checkPaths reports unsafe paths, paths used by an earlier member, and
+// paths below a path that is a file.
+func (t *Table) checkPaths(add func(i int, kind, format string, a ...any)) {
+	order := t.byPath()
+	// files holds the paths seen that are prefixes of the current one,
+	// shortest first: in path order, the paths between a file f and a
+	// path below it all start with f, so f is still here when it matters.
+	var files []string
+	for i := range order {
+		p := t.Path(i)
+		for len(files) > 0 && !strings.HasPrefix(p, files[len(files)-1]) {
+			files = files[:len(files)-1]
+		}
+		dup := len(files) > 0 && files[len(files)-1] == p
+		if err := CheckPath(p); err != nil {
+			add(i, KindUnsafePath, "%v", err)
+		} else if dup {
+			add(i, KindUnsafePath, "path used by an earlier member")
+		} else {
+			for _, f := range files {
+				if len(p) > len(f) && p[len(f)] == '/' {
+					add(i, KindUnsafePath, "parent %q is also a file", f)
+					break
+				}
+			}
+		}
+		if !dup {
+			files = append(files, p)
+		}
+	}
+}
+
+// byPath returns the member indexes in path order; equal paths in table
+// order.
+func (t *Table) byPath() iter.Seq[int] {
+	if t.sorted {
+		return func(yield func(int) bool) {
+			for i := range t.Len() {
+				if !yield(i) {
+					return
+				}
+			}
+		}
+	}
+	order := make([]int, t.Len())
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(t.Path(a), t.Path(b)) })
+	return slices.Values(order)
+}
+
+// checkIDs reports empty ids and ids used by an earlier member, naming
+// the split of the first member with that id.
+func (t *Table) checkIDs(add func(i int, kind, format string, a ...any)) {
+	var order iter.Seq[int]
+	if t.idsArePaths {
+		order = t.byPath()
+	} else {
+		o := make([]int, t.Len())
+		for i := range o {
+			o[i] = i
+		}
+		slices.SortStableFunc(o, func(a, b int) int { return strings.Compare(t.ID(a), t.ID(b)) })
+		order = slices.Values(o)
+	}
+	first, firstID := -1, ""
+	for i := range order {
+		id := t.ID(i)
+		switch {
+		case id == "":
+			add(i, KindBadMember, "empty id")
+		case first >= 0 && id == firstID:
+			add(i, KindDuplicateID, "id %q already used (split %q, this one %q)", id, t.Split(first), t.Split(i))
+		default:
+			first, firstID = i, id
+		}
+	}
 }

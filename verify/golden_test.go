@@ -153,7 +153,7 @@ func TestGoldenDigestIndependently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Problems) != 0 || len(c.Members) != 3 {
-		t.Fatalf("Check: %d members, problems %v", len(c.Members), c.Problems)
+	if len(c.Problems) != 0 || c.Table.Len() != 3 {
+		t.Fatalf("Check: %d members, problems %v", c.Table.Len(), c.Problems)
 	}
 }

@@ -319,7 +319,7 @@ func TestCheckRefusesBadTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Problems) != 0 || !reflect.DeepEqual(c.Members, ms) {
+	if len(c.Problems) != 0 || !reflect.DeepEqual(c.Table.Members(), ms) {
 		t.Fatalf("Check = %+v", c)
 	}
 	s, err := c.Snapshot()

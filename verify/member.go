@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -134,38 +132,12 @@ func validStrings(m *Member) error {
 	return nil
 }
 
-// ParseMembers parses a member table. Every line must be exactly the
-// canonical encoding of one member with no unknown field, lines end in
-// "\n", and paths are strictly increasing in byte order. It does not check
-// member semantics; CheckMembers does.
+// ParseMembers parses a member table into members: ParseTable, then
+// every member with all its fields.
 func ParseMembers(table []byte) ([]Member, error) {
-	n := bytes.Count(table, []byte{'\n'})
-	ms := make([]Member, 0, n)
-	var canon []byte
-	for line := 1; len(table) > 0; line++ {
-		i := bytes.IndexByte(table, '\n')
-		if i < 0 {
-			return nil, fmt.Errorf("member table line %d: no newline at end of table", line)
-		}
-		raw := table[:i]
-		table = table[i+1:]
-		var m Member
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&m); err != nil {
-			return nil, fmt.Errorf("member table line %d: %v", line, err)
-		}
-		if err := validStrings(&m); err != nil {
-			return nil, fmt.Errorf("member table line %d: %v", line, err)
-		}
-		canon = m.AppendCanonical(canon[:0])
-		if !bytes.Equal(canon, raw) {
-			return nil, fmt.Errorf("member table line %d: not in canonical form", line)
-		}
-		if len(ms) > 0 && ms[len(ms)-1].Path >= m.Path {
-			return nil, fmt.Errorf("member table line %d: path %q not after %q", line, m.Path, ms[len(ms)-1].Path)
-		}
-		ms = append(ms, m)
+	t, err := ParseTable(table)
+	if err != nil {
+		return nil, err
 	}
-	return ms, nil
+	return t.Members(), nil
 }

@@ -11,7 +11,7 @@ import (
 // checks that failed (none for a snapshot that can be served).
 type Checked struct {
 	Manifest *Manifest
-	Members  []Member
+	Table    *Table
 	Problems []Problem
 }
 
@@ -33,21 +33,21 @@ func checkTable(m *Manifest, table []byte) (*Checked, error) {
 	if got := SHA256(table); got != td {
 		return nil, fmt.Errorf("member table of %s: content hashes to %s, manifest names %s: %w", d, got, td, ErrInvalid)
 	}
-	ms, err := ParseMembers(table)
+	t, err := ParseTable(table)
 	if err != nil {
 		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
 	}
-	if int64(len(ms)) != m.Members.Count {
-		return nil, fmt.Errorf("member table of %s: %d members, manifest says %d: %w", d, len(ms), m.Members.Count, ErrInvalid)
+	if int64(t.Len()) != m.Members.Count {
+		return nil, fmt.Errorf("member table of %s: %d members, manifest says %d: %w", d, t.Len(), m.Members.Count, ErrInvalid)
 	}
 	var total int64
-	for i := range ms {
-		total += ms[i].Size
+	for i := range t.recs {
+		total += t.recs[i].size
 	}
 	if total != m.Members.Bytes {
 		return nil, fmt.Errorf("member table of %s: %d bytes, manifest says %d: %w", d, total, m.Members.Bytes, ErrInvalid)
 	}
-	return &Checked{Manifest: m, Members: ms, Problems: CheckMembers(ms)}, nil
+	return &Checked{Manifest: m, Table: t, Problems: t.Check()}, nil
 }
 
 // Snapshot is a manifest and member table that passed every check. It can
@@ -56,7 +56,7 @@ func checkTable(m *Manifest, table []byte) (*Checked, error) {
 // and safe for concurrent use.
 type Snapshot struct {
 	manifest *Manifest
-	members  []Member
+	table    *Table
 }
 
 // Snapshot returns the verified snapshot, or an error naming the first
@@ -69,7 +69,7 @@ func (c *Checked) Snapshot() (*Snapshot, error) {
 		}
 		return nil, fmt.Errorf("manifest %s: %d member problems: %s: %w", c.Manifest.SnapshotID, n, strings.Join(first, "; "), ErrInvalid)
 	}
-	return &Snapshot{manifest: c.Manifest, members: c.Members}, nil
+	return &Snapshot{manifest: c.Manifest, table: c.Table}, nil
 }
 
 // Digest returns the snapshot's manifest digest.
@@ -78,9 +78,13 @@ func (s *Snapshot) Digest() Digest { return s.manifest.SnapshotID }
 // Manifest returns the verified manifest. Callers must not modify it.
 func (s *Snapshot) Manifest() *Manifest { return s.manifest }
 
-// Members returns the verified members sorted by path. Callers must not
-// modify the slice.
-func (s *Snapshot) Members() []Member { return s.members }
+// Table returns the verified members sorted by path, in compact form.
+func (s *Snapshot) Table() *Table { return s.table }
+
+// Members returns the verified members sorted by path as a new slice.
+// It costs a few hundred bytes per member; code that serves or walks
+// large snapshots uses Table.
+func (s *Snapshot) Members() []Member { return s.table.Members() }
 
 // Getter reads metadata blobs by store key (store.Blobs satisfies it).
 type Getter interface {

@@ -62,11 +62,11 @@ func Run(ctx context.Context, st store.Store, d verify.Digest, o Options) (*Repo
 		r.Error = err.Error()
 		return r, nil
 	}
-	r.Members = len(c.Members)
+	r.Members = c.Table.Len()
 	r.Bytes = c.Manifest.Members.Bytes
 	r.Problems = append(r.Problems, c.Problems...)
 	if !o.NoHead || o.Deep {
-		ps, n, err := checkObjects(ctx, st, c.Members, o)
+		ps, n, err := checkObjects(ctx, st, c.Table, o)
 		if err != nil {
 			return nil, err
 		}
@@ -82,18 +82,19 @@ func Run(ctx context.Context, st store.Store, d verify.Digest, o Options) (*Repo
 
 // checkObjects checks every member's object in parallel and returns the
 // problems in member order and how many members were checked.
-func checkObjects(ctx context.Context, st store.Store, ms []verify.Member, o Options) ([]verify.Problem, int, error) {
-	results := make([]*verify.Problem, len(ms))
+func checkObjects(ctx context.Context, st store.Store, ms *verify.Table, o Options) ([]verify.Problem, int, error) {
+	results := make([]*verify.Problem, ms.Len())
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range cmp.Or(max(o.Jobs, 0), 16) {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = checkOne(ctx, st, &ms[i], o.Deep)
+				m := ms.Member(i)
+				results[i] = checkOne(ctx, st, &m, o.Deep)
 			}
 		})
 	}
-	for i := range ms {
+	for i := range ms.Len() {
 		next <- i
 	}
 	close(next)
@@ -107,7 +108,7 @@ func checkObjects(ctx context.Context, st store.Store, ms []verify.Member, o Opt
 			ps = append(ps, *p)
 		}
 	}
-	return ps, len(ms), nil
+	return ps, ms.Len(), nil
 }
 
 // Object returns the store object a member's bytes come from.
