@@ -2,8 +2,6 @@ package fs
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -12,10 +10,10 @@ import (
 )
 
 // dir is a directory: the root or one implied by member paths. Its
-// children are persistent go-fuse inodes added by rootDir.OnAdd.
+// children come from the index.
 type dir struct {
 	node
-	nsub uint32 // subdirectories, for the link count
+	d int32 // directory index in the tree's index; 0 for the root
 }
 
 var (
@@ -31,7 +29,7 @@ var (
 func (d *dir) fill(a *fuse.Attr) {
 	d.setCommon(a)
 	a.Mode = syscall.S_IFDIR | 0o555
-	a.Nlink = 2 + d.nsub
+	a.Nlink = 2 + d.t.idx.dirs[d.d].nsub
 }
 
 // Getattr returns the directory's attributes with the attribute timeout.
@@ -47,10 +45,11 @@ type filler interface{ fill(a *fuse.Attr) }
 // Lookup returns the child called name with its attributes and the
 // entry and attribute timeouts, or ENOENT.
 func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	ch := d.GetChild(name)
-	if ch == nil {
+	k, ok := d.t.idx.lookup(d.d, name)
+	if !ok {
 		return nil, syscall.ENOENT
 	}
+	ch := d.t.newNode(ctx, &d.Inode, k)
 	ch.Operations().(filler).fill(&out.Attr)
 	out.SetEntryTimeout(d.t.opts.EntryTimeout)
 	out.SetAttrTimeout(d.t.opts.AttrTimeout)
@@ -61,19 +60,19 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 // order, each with its inode number and mode. Offsets are 1-based
 // positions, so that a seek to offset k resumes at entry k.
 func (d *dir) entries() []fuse.DirEntry {
-	kids := d.Children()
+	x := d.t.idx
+	kids := x.children(d.d)
 	es := make([]fuse.DirEntry, 0, len(kids)+2)
-	self, parent := inoOf(&d.Inode), inoOf(&d.Inode) // the root is its own parent
-	if _, p := d.Parent(); p != nil {
-		parent = inoOf(p)
-	}
 	es = append(es,
-		fuse.DirEntry{Name: ".", Ino: self, Mode: syscall.S_IFDIR},
-		fuse.DirEntry{Name: "..", Ino: parent, Mode: syscall.S_IFDIR})
-	for name, ch := range kids {
-		es = append(es, fuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: ch.Mode()})
+		fuse.DirEntry{Name: ".", Ino: x.dirIno(d.d), Mode: syscall.S_IFDIR},
+		fuse.DirEntry{Name: "..", Ino: x.dirIno(x.dirs[d.d].parent), Mode: syscall.S_IFDIR}) // the root is its own parent
+	for _, k := range kids {
+		mode := uint32(syscall.S_IFREG)
+		if x.of[k] < 0 {
+			mode = syscall.S_IFDIR
+		}
+		es = append(es, fuse.DirEntry{Name: x.name(k), Ino: ino(k), Mode: mode})
 	}
-	slices.SortFunc(es[2:], func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	for k := range es {
 		es[k].Off = uint64(k) + 1
 	}

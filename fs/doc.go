@@ -18,9 +18,12 @@
 // Files are 0444 and directories 0555, all owned by Options.UID and
 // Options.GID. Sizes are the members' exact sizes. Every node's mtime,
 // ctime and atime is Options.Mtime, so nothing depends on the wall clock.
-// The tree is built once when the root is mounted (go-fuse's OnAdd with
-// persistent inodes, as zipfs does) and never changes. A file node holds
-// only its member index; everything else is read from the Snapshot.
+// The tree never changes. NewRoot indexes it once (8 bytes per node: the
+// directories, each one's children sorted by name, the inode numbers);
+// Lookup and Readdir answer from the index, and a go-fuse inode is made
+// only for a node the kernel looks up (go-fuse drops it again when the
+// kernel forgets it). A file node holds only its member index; everything
+// else is read from the Snapshot's Table.
 //
 // # Inode numbers
 //

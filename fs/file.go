@@ -18,7 +18,7 @@ import (
 // Snapshot holds the rest.
 type file struct {
 	node
-	i int // index in t.snap.Members()
+	i int // index in t.ms
 }
 
 var (
@@ -29,15 +29,18 @@ var (
 	_ = (gofs.NodeStatfser)((*file)(nil))
 )
 
-// member returns the member the file serves.
-func (f *file) member() *verify.Member { return &f.t.snap.Members()[f.i] }
+// member returns the member the file serves, with all its fields.
+func (f *file) member() *verify.Member {
+	m := f.t.ms.Member(f.i)
+	return &m
+}
 
 // fill sets the attributes of the file.
 func (f *file) fill(a *fuse.Attr) {
 	f.setCommon(a)
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Nlink = 1
-	a.Size = uint64(f.member().Size)
+	a.Size = uint64(f.t.ms.Size(f.i))
 	a.Blksize = blockSize
 	a.Blocks = (a.Size + 511) / 512
 }
@@ -67,7 +70,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // fill everything up to the member's size: a short read before the end
 // would make the kernel shrink the file, so it is EIO.
 func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	size := f.member().Size
+	size := f.t.ms.Size(f.i)
 	if off < 0 {
 		return nil, syscall.EINVAL
 	}
@@ -82,7 +85,7 @@ func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int
 	if err == nil || errors.Is(err, io.EOF) {
 		err = fmt.Errorf("%d of %d bytes: %w", n, len(p), io.ErrUnexpectedEOF)
 	}
-	return nil, Errno(err, f.t.log, fmt.Sprintf("read %s at %d", f.member().Path, off))
+	return nil, Errno(err, f.t.log, fmt.Sprintf("read %s at %d", f.t.ms.Path(f.i), off))
 }
 
 // Access refuses write access with EROFS and execution with EACCES (files

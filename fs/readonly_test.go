@@ -14,7 +14,7 @@ func TestMutatorsEROFS(t *testing.T) {
 	root := build(t, snap, &memReader{data: data}, testOptions())
 	ctx := context.Background()
 	f := fileOf(t, root, "a.b")
-	d := root.GetChild("a").Operations().(*dir)
+	d := nodes(root.EmbeddedInode())["a"].Operations().(*dir)
 	out := &fuse.EntryOut{}
 	ops := map[string]func() syscall.Errno{
 		"file Setattr":     func() syscall.Errno { return f.Setattr(ctx, nil, &fuse.SetAttrIn{}, &fuse.AttrOut{}) },
@@ -52,7 +52,7 @@ func TestMutatorsEROFS(t *testing.T) {
 			t.Errorf("%s = %v, want EROFS", name, e)
 		}
 	}
-	if root.GetChild("a").GetChild("x.bin") == nil || root.GetChild("a") == nil {
+	if all := nodes(root.EmbeddedInode()); all["a/x.bin"] == nil || all["a"] == nil || len(all) != len(wantInos) {
 		t.Error("the tree changed")
 	}
 }

@@ -3,8 +3,6 @@ package fs
 import (
 	"context"
 	"log/slog"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,7 +13,7 @@ import (
 )
 
 // Reader serves verified member bytes; i is the member's index in
-// snapshot.Members(). ReadAt fills p from offset off of member i and
+// snapshot.Table(). ReadAt fills p from offset off of member i and
 // returns a short count only at the end of the member. It must return
 // promptly with ctx's error when ctx is canceled, and be safe for
 // concurrent use.
@@ -53,15 +51,17 @@ const blockSize = 64 << 10
 // tree is what every node of one mount shares. It is immutable after
 // NewRoot and safe for concurrent use.
 type tree struct {
-	snap  *verify.Snapshot
-	r     Reader
-	opts  Options
-	log   *slog.Logger
-	nodes uint64 // files and directories, root included; set by OnAdd
+	snap *verify.Snapshot
+	ms   *verify.Table // snap.Table()
+	idx  *index
+	r    Reader
+	opts Options
+	log  *slog.Logger
 }
 
-// NewRoot returns the root node of the snapshot's tree. The tree is built
-// when the root is mounted (or passed to go-fuse's NewNodeFS).
+// NewRoot returns the root node of the snapshot's tree. It indexes the
+// tree (directories, children by name, inode numbers); go-fuse inodes
+// are made as the kernel looks nodes up.
 func NewRoot(snap *verify.Snapshot, r Reader, o Options) gofs.InodeEmbedder {
 	if o.EntryTimeout <= 0 {
 		o.EntryTimeout = DefaultTimeout
@@ -73,100 +73,25 @@ func NewRoot(snap *verify.Snapshot, r Reader, o Options) gofs.InodeEmbedder {
 	if log == nil {
 		log = slog.Default()
 	}
-	t := &tree{snap: snap, r: r, opts: o, log: log}
+	ms := snap.Table()
+	t := &tree{snap: snap, ms: ms, idx: newIndex(ms), r: r, opts: o, log: log}
 	return &rootDir{dir: dir{node: node{t: t}}}
 }
 
-// rootDir is the root directory. It builds the tree in OnAdd and carries
+// rootDir is the root directory (directory 0 of the index). It carries
 // the manifest digest as an extended attribute.
 type rootDir struct {
 	dir
 }
 
-var _ = (gofs.NodeOnAdder)((*rootDir)(nil))
-
-// OnAdd builds the whole tree with persistent inodes, numbering the nodes
-// as the package documentation describes.
-func (r *rootDir) OnAdd(ctx context.Context) {
-	t := r.t
-	ents := pathsOf(t.snap.Members())
-	slices.SortFunc(ents, func(a, b entry) int { return comparePaths(a.path, b.path) })
-	t.nodes = uint64(len(ents)) + 1
-
-	// stack[d] is the most recent directory at depth d; in pre-order it is
-	// the parent of the next node at depth d+1.
-	stack := []*dir{&r.dir}
-	for k, e := range ents {
-		depth := strings.Count(e.path, "/")
-		parent := stack[depth]
-		name := e.path[strings.LastIndexByte(e.path, '/')+1:]
-		attr := gofs.StableAttr{Ino: rootIno + 1 + uint64(k)}
-		var ch *gofs.Inode
-		if e.member < 0 {
-			d := &dir{node: node{t: t}}
-			attr.Mode = syscall.S_IFDIR
-			ch = parent.NewPersistentInode(ctx, d, attr)
-			parent.nsub++
-			stack = append(stack[:depth+1], d)
-		} else {
-			attr.Mode = syscall.S_IFREG
-			ch = parent.NewPersistentInode(ctx, &file{node: node{t: t}, i: e.member}, attr)
-		}
-		if !parent.AddChild(name, ch, false) {
-			// A verified snapshot has unique paths; say so loudly if not.
-			t.log.Error("pinfs: duplicate path in snapshot tree", "path", e.path, "snapshot", t.snap.Digest())
-		}
+// newNode returns a new inode for node k of the index, a child of parent.
+// go-fuse keeps one inode per inode number: when the kernel already knows
+// node k, the bridge uses the existing one.
+func (t *tree) newNode(ctx context.Context, parent *gofs.Inode, k int32) *gofs.Inode {
+	if c := t.idx.of[k]; c < 0 {
+		return parent.NewInode(ctx, &dir{node: node{t: t}, d: ^c}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(k)})
 	}
-}
-
-// entry is a node of the tree before it is built: a member (its index)
-// or, with member -1, a directory implied by member paths.
-type entry struct {
-	path   string
-	member int
-}
-
-// pathsOf returns an entry for every member and every directory the
-// member paths imply. ms is sorted by path in byte order, so all paths
-// under a directory "d/" are contiguous: a directory is new exactly when
-// the previous member does not share its prefix.
-func pathsOf(ms []verify.Member) []entry {
-	ents := make([]entry, 0, len(ms)+len(ms)/8+1)
-	prev := ""
-	for i := range ms {
-		p := ms[i].Path
-		for j := 0; j < len(p); j++ {
-			if p[j] == '/' && !strings.HasPrefix(prev, p[:j+1]) {
-				ents = append(ents, entry{path: p[:j], member: -1})
-			}
-		}
-		ents = append(ents, entry{path: p, member: i})
-		prev = p
-	}
-	return ents
-}
-
-// comparePaths orders paths component by component in byte order, a
-// directory before everything under it: a byte-order comparison in which
-// '/' sorts before every other byte (paths contain no NUL).
-func comparePaths(a, b string) int {
-	n := min(len(a), len(b))
-	for k := 0; k < n; k++ {
-		ca, cb := a[k], b[k]
-		switch {
-		case ca == cb:
-			continue
-		case ca == '/':
-			return -1
-		case cb == '/':
-			return 1
-		case ca < cb:
-			return -1
-		default:
-			return 1
-		}
-	}
-	return len(a) - len(b)
+	return parent.NewInode(ctx, &file{node: node{t: t}, i: int(t.idx.of[k])}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(k)})
 }
 
 // node is what files and directories share: the go-fuse inode and the tree.
@@ -205,7 +130,7 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Bsize, out.Frsize = bsize, bsize
 	out.Blocks = (total + bsize - 1) / bsize
 	out.Bfree, out.Bavail = 0, 0
-	out.Files, out.Ffree = n.t.nodes, 0
+	out.Files, out.Ffree = n.t.idx.nodes(), 0
 	out.NameLen = verify.MaxNameLen
 	return 0
 }

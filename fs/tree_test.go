@@ -17,21 +17,36 @@ import (
 	"github.com/pinfs/pinfs/verify"
 )
 
-// build builds the tree of snap without mounting it and returns the root.
+// build makes the tree of snap without mounting it and returns the root.
 func build(t testing.TB, snap *verify.Snapshot, r Reader, o Options) *rootDir {
 	t.Helper()
 	root := NewRoot(snap, r, o)
-	gofs.NewNodeFS(root, &gofs.Options{}) // calls OnAdd
+	gofs.NewNodeFS(root, &gofs.Options{}) // connects the root to a bridge
 	return root.(*rootDir)
 }
 
-// nodes returns every node under root by path ("" for the root).
+// nodes lists every directory under root with Readdir and looks up each
+// name with Lookup, as the kernel does, and returns the nodes by path
+// ("" for the root).
 func nodes(root *gofs.Inode) map[string]*gofs.Inode {
+	ctx := context.Background()
 	all := map[string]*gofs.Inode{"": root}
 	var walk func(prefix string, n *gofs.Inode)
 	walk = func(prefix string, n *gofs.Inode) {
-		for name, ch := range n.Children() {
-			p := prefix + name
+		ds, e := n.Operations().(gofs.NodeReaddirer).Readdir(ctx)
+		if e != 0 {
+			panic(e)
+		}
+		for ds.HasNext() {
+			de, _ := ds.Next()
+			if de.Name == "." || de.Name == ".." {
+				continue
+			}
+			ch, e := n.Operations().(gofs.NodeLookuper).Lookup(ctx, de.Name, &fuse.EntryOut{})
+			if e != 0 {
+				panic(fmt.Sprintf("Lookup(%q) in %q: %v", de.Name, prefix, e))
+			}
+			p := prefix + de.Name
 			all[p] = ch
 			if ch.IsDir() {
 				walk(p+"/", ch)
@@ -61,8 +76,8 @@ func TestInodeNumbers(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(wantInos) {
 		t.Errorf("inode numbers:\n got %v\nwant %v", got, wantInos)
 	}
-	if root.t.nodes != uint64(len(wantInos)) {
-		t.Errorf("node count %d, want %d", root.t.nodes, len(wantInos))
+	if root.t.idx.nodes() != uint64(len(wantInos)) {
+		t.Errorf("node count %d, want %d", root.t.idx.nodes(), len(wantInos))
 	}
 }
 
@@ -135,21 +150,6 @@ func TestInodeNumbersRandom(t *testing.T) {
 	}
 }
 
-func TestComparePaths(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{
-		{"a", "a", 0}, {"a", "a/b", -1}, {"a/b", "a.b", -1}, {"a-b", "a/b", 1},
-		{"a/z", "a.b", -1}, {"ab", "a/b", 1}, {"B", "a", -1}, {"z", "é", -1},
-	} {
-		got := comparePaths(c.a, c.b)
-		if (got < 0) != (c.want < 0) || (got > 0) != (c.want > 0) {
-			t.Errorf("comparePaths(%q, %q) = %d, want sign of %d", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 func TestGetattr(t *testing.T) {
 	snap, data := snapshot(t, fixture)
 	o := testOptions()
@@ -191,7 +191,7 @@ func TestGetattr(t *testing.T) {
 func TestLookup(t *testing.T) {
 	snap, data := snapshot(t, fixture)
 	root := build(t, snap, &memReader{data: data}, testOptions())
-	a := root.GetChild("a").Operations().(*dir)
+	a := nodes(root.EmbeddedInode())["a"].Operations().(*dir)
 	var out fuse.EntryOut
 	ch, e := a.Lookup(context.Background(), "y", &out)
 	if e != 0 || ch.StableAttr().Ino != wantInos["a/y"] {
@@ -236,7 +236,7 @@ func TestReaddir(t *testing.T) {
 	}
 
 	// Through the handle the kernel uses: offsets resume after an entry.
-	y := root.GetChild("a").GetChild("y").Operations().(*dir)
+	y := nodes(root.EmbeddedInode())["a/y"].Operations().(*dir)
 	fh, flags, e := y.OpendirHandle(context.Background(), 0)
 	if e != 0 || flags&fuse.FOPEN_CACHE_DIR == 0 {
 		t.Fatalf("OpendirHandle = %v, %#x", e, flags)
@@ -274,7 +274,7 @@ func TestStatfs(t *testing.T) {
 	for _, m := range snap.Members() {
 		total += uint64(m.Size)
 	}
-	for _, n := range []gofs.InodeEmbedder{root, root.GetChild("a.b").Operations()} {
+	for _, n := range []gofs.InodeEmbedder{root, nodes(root.EmbeddedInode())["a.b"].Operations()} {
 		var out fuse.StatfsOut
 		if e := n.(gofs.NodeStatfser).Statfs(context.Background(), &out); e != 0 {
 			t.Fatal(e)
