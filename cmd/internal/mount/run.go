@@ -72,10 +72,6 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err != nil {
 		return err
 	}
-	members, err := blockMembers(snap)
-	if err != nil {
-		return err
-	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
 		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
 	})
@@ -99,7 +95,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err != nil {
 		return err
 	}
-	tracker := runrecord.NewTracker(snap.Members())
+	tracker := runrecord.NewTracker(snap.Table())
 	limitMemory(c.CacheMem, log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	if c.MetricsAddr != "" {
@@ -110,7 +106,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		}
 		log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
 	}
-	root := fs.NewRoot(snap, &files{blocks: br, members: members, tracker: tracker, metrics: mx},
+	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
@@ -119,7 +115,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	fmt.Fprintf(c.Out, "run %s serving %s at %s\n", runID, c.Digest, c.Mountpoint)
 	log.Info("serving", "digest", c.Digest, "mountpoint", c.Mountpoint, "run", runID,
-		"members", len(members), "resumed", rec.Resumed())
+		"members", snap.Table().Len(), "resumed", rec.Resumed())
 	Notify(runID, nil)
 
 	serve(ctx, c, server, func() { emitConsumed(ctx, rec, tracker, log) })
@@ -199,30 +195,26 @@ func limitMemory(cacheMem int64, log *slog.Logger) {
 	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem)
 }
 
-// blockMembers converts the verified members for the block reader.
-func blockMembers(snap *verify.Snapshot) ([]blocks.Member, error) {
-	ms := snap.Members()
-	out := make([]blocks.Member, len(ms))
-	for i := range ms {
-		m := &ms[i]
-		d, err := b3.Parse(m.Digest)
-		if err != nil {
-			return nil, err
-		}
-		obj, err := check.Object(m)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}
+// blockMember converts verified member i for the block reader. It is
+// made for each read rather than kept for every member of the snapshot.
+func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
+	m := ms.Member(i)
+	d, err := b3.Parse(m.Digest)
+	if err != nil {
+		return blocks.Member{}, err
 	}
-	return out, nil
+	obj, err := check.Object(&m)
+	if err != nil {
+		return blocks.Member{}, err
+	}
+	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}, nil
 }
 
 // files serves member i of the snapshot through the block reader and
 // records what was read for the consumed set.
 type files struct {
 	blocks  *blocks.Reader
-	members []blocks.Member
+	members *verify.Table
 	tracker *runrecord.Tracker
 	metrics *metrics.Metrics
 }
@@ -234,7 +226,11 @@ var (
 
 func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
 	start := time.Now()
-	n, err := f.blocks.ReadAt(ctx, &f.members[i], p, off)
+	m, err := blockMember(f.members, i)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.blocks.ReadAt(ctx, &m, p, off)
 	if n > 0 {
 		f.tracker.Read(i, off, int64(n))
 	}

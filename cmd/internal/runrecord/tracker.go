@@ -15,7 +15,7 @@ import (
 const granule = 4 << 10
 
 // Tracker records which members of a snapshot a mount read, and which
-// parts of them. Members are identified by their index in the slice given
+// parts of them. Members are identified by their index in the Table given
 // to NewTracker. All methods may be called concurrently; Read and Opened
 // take no lock (a few atomic operations per call).
 //
@@ -24,8 +24,8 @@ const granule = 4 << 10
 // claim a little more than was read, never less, which is the safe side
 // for "did this run see that record?".
 type Tracker struct {
-	members []verify.Member
-	state   []memberState
+	members *verify.Table
+	state   []atomic.Pointer[memberState] // made on a member's first open or read
 	opened  atomic.Int64
 }
 
@@ -36,14 +36,27 @@ type memberState struct {
 }
 
 // NewTracker returns a Tracker for members; only their Path, ID, Digest
-// and Size are used. The caller must not change members afterwards.
-func NewTracker(members []verify.Member) *Tracker {
-	return &Tracker{members: members, state: make([]memberState, len(members))}
+// and Size are used. It costs 8 bytes per member, and the state of each
+// member opened or read.
+func NewTracker(members *verify.Table) *Tracker {
+	return &Tracker{members: members, state: make([]atomic.Pointer[memberState], members.Len())}
+}
+
+// stateOf returns the state of member i, making it on first use.
+func (t *Tracker) stateOf(i int) *memberState {
+	if st := t.state[i].Load(); st != nil {
+		return st
+	}
+	st := new(memberState)
+	if t.state[i].CompareAndSwap(nil, st) {
+		return st
+	}
+	return t.state[i].Load()
 }
 
 // Opened records that member i was opened.
 func (t *Tracker) Opened(i int) {
-	if t.state[i].opened.CompareAndSwap(false, true) {
+	if t.stateOf(i).opened.CompareAndSwap(false, true) {
 		t.opened.Add(1)
 	}
 }
@@ -55,25 +68,26 @@ func (t *Tracker) MembersOpened() int64 { return t.opened.Load() }
 // part beyond the member's size is ignored. i must index the members
 // given to NewTracker, as for Opened.
 func (t *Tracker) Read(i int, off, n int64) {
-	m, st := &t.members[i], &t.state[i]
-	if off < 0 || n <= 0 || off >= m.Size {
+	size := t.members.Size(i)
+	if off < 0 || n <= 0 || off >= size {
 		return
 	}
-	end := m.Size
-	if n < m.Size-off {
+	st := t.stateOf(i)
+	end := size
+	if n < size-off {
 		end = off + n
 	}
 	bm := st.bitmap.Load()
 	if bm == nil {
-		words := make([]atomic.Uint64, (m.Size+64*granule-1)/(64*granule))
+		words := make([]atomic.Uint64, (size+64*granule-1)/(64*granule))
 		if !st.bitmap.CompareAndSwap(nil, &words) {
 			bm = st.bitmap.Load()
 		} else {
 			bm = &words
 		}
 	}
-	endG := (m.Size - 1) / granule              // the member's last granule
-	short := granule - (m.Size - endG*granule)  // how much shorter than a granule it is
+	endG := (size - 1) / granule                // the member's last granule
+	short := granule - (size - endG*granule)    // how much shorter than a granule it is
 	first, last := off/granule, (end-1)/granule // granules touched, inclusive
 	for w := first / 64; w <= last/64; w++ {
 		lo, hi := max(first, w*64), min(last, w*64+63)
@@ -94,13 +108,17 @@ func (t *Tracker) Read(i int, off, n int64) {
 // path. An empty member counts as fully read once it is opened.
 func (t *Tracker) Snapshot() []Consumed {
 	var cs []Consumed
-	for i := range t.members {
-		m, st := &t.members[i], &t.state[i]
-		b := st.bytes.Load()
-		if b == 0 && !(m.Size == 0 && st.opened.Load()) {
+	for i := range t.state {
+		st := t.state[i].Load()
+		if st == nil {
 			continue
 		}
-		cs = append(cs, Consumed{Path: m.Path, ID: m.ID, Digest: m.Digest, Size: m.Size, Bytes: b, Full: b == m.Size})
+		size, b := t.members.Size(i), st.bytes.Load()
+		if b == 0 && !(size == 0 && st.opened.Load()) {
+			continue
+		}
+		ms := t.members
+		cs = append(cs, Consumed{Path: ms.Path(i), ID: ms.ID(i), Digest: ms.Digest(i), Size: size, Bytes: b, Full: b == size})
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Path < cs[j].Path })
 	return cs

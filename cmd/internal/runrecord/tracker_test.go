@@ -18,7 +18,7 @@ func trackerMembers() []verify.Member {
 }
 
 func TestTrackerPartialAndFull(t *testing.T) {
-	tr := NewTracker(trackerMembers())
+	tr := NewTracker(verify.NewTable(trackerMembers()))
 	if got := tr.Snapshot(); len(got) != 0 {
 		t.Fatalf("nothing read yet, snapshot %+v", got)
 	}
@@ -58,7 +58,7 @@ func TestTrackerPartialAndFull(t *testing.T) {
 }
 
 func TestTrackerLastGranuleAlone(t *testing.T) {
-	tr := NewTracker(trackerMembers())
+	tr := NewTracker(verify.NewTable(trackerMembers()))
 	tr.Read(0, 10*granule+100, 1) // only the short last granule
 	got := tr.Snapshot()
 	if len(got) != 1 || got[0].Bytes != 123 || got[0].Full {
@@ -71,7 +71,7 @@ func TestTrackerLastGranuleAlone(t *testing.T) {
 // and Snapshot need no lock.
 func TestTrackerConcurrent(t *testing.T) {
 	ms := trackerMembers()
-	tr := NewTracker(ms)
+	tr := NewTracker(verify.NewTable(ms))
 	size := ms[1].Size
 	var wg sync.WaitGroup
 	for g := range 8 {
