@@ -112,6 +112,7 @@ var (
 	_ = (gofs.FileReaddirenter)((*dirHandle)(nil))
 	_ = (gofs.FileSeekdirer)((*dirHandle)(nil))
 	_ = (gofs.FileReleasedirer)((*dirHandle)(nil))
+	_ = (gofs.FileLookuper)((*dirHandle)(nil))
 )
 
 func (h *dirHandle) load() {
@@ -139,6 +140,23 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	}
 	h.pos = int(off)
 	return 0
+}
+
+// Lookup answers READDIRPLUS for the entry Readdirent returned last.
+// For a directory it is Lookup: the kernel gets the entry and its
+// attributes, as listing and then descending needs. For a file it gives
+// the kernel no entry (node id 0, which Linux reads as "only the name
+// and type", see fuse_direntplus_link); the kernel looks the file up
+// when it is used. A listing of a large tree (find, a data loader's
+// glob) thus makes no kernel inode and no go-fuse inode per file, which
+// would cost ~420 bytes of daemon memory each while the kernel keeps it.
+func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if h.pos > 0 {
+		if e := &h.es[h.pos-1]; e.Name == name && e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			return h.d.Lookup(ctx, name, out)
+		}
+	}
+	return nil, syscall.ENOENT // go-fuse sends the entry with node id 0
 }
 
 // Releasedir does nothing: the handle holds no resources.

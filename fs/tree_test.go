@@ -265,6 +265,28 @@ func TestReaddir(t *testing.T) {
 	if e := h.Seekdir(context.Background(), 4); e != syscall.EINVAL {
 		t.Errorf("Seekdir past the end = %v, want EINVAL", e)
 	}
+
+	// READDIRPLUS: an entry for a directory, none (node id 0) for a file.
+	fh, _, _ = root.OpendirHandle(context.Background(), 0)
+	h = fh.(*dirHandle)
+	for {
+		de, _ := h.Readdirent(context.Background())
+		if de == nil {
+			break
+		}
+		if de.Name == "." || de.Name == ".." {
+			continue
+		}
+		var out fuse.EntryOut
+		ch, e := h.Lookup(context.Background(), de.Name, &out)
+		isDir := de.Mode&syscall.S_IFMT == syscall.S_IFDIR
+		switch {
+		case isDir && (e != 0 || ch.StableAttr().Ino != de.Ino || out.Attr.Ino != de.Ino || out.Attr.Mode != syscall.S_IFDIR|0o555):
+			t.Errorf("READDIRPLUS lookup of directory %q = %v, %v, attr %v", de.Name, ch, e, out.Attr)
+		case !isDir && (e == 0 || ch != nil):
+			t.Errorf("READDIRPLUS lookup of file %q = %v, %v; want no entry", de.Name, ch, e)
+		}
+	}
 }
 
 func TestStatfs(t *testing.T) {
