@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"strings"
 )
 
@@ -94,28 +95,48 @@ type Getter interface {
 // Fetch reads the manifest with digest d and its member table from g and
 // checks them.
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
+	c, _, err := fetch(ctx, g, d)
+	return c, err
+}
+
+// fetch is Fetch, and also returns the size of the member table.
+func fetch(ctx context.Context, g Getter, d Digest) (*Checked, int, error) {
 	mb, err := g.Get(ctx, ManifestKey(d))
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", d, err)
+		return nil, 0, fmt.Errorf("manifest %s: %w", d, err)
 	}
 	m, err := ParseManifest(d, mb)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	td, _ := m.Members.Digest()
 	tb, err := g.Get(ctx, MembersKey(td))
 	if err != nil {
-		return nil, fmt.Errorf("member table %s of %s: %w", td, d, err)
+		return nil, 0, fmt.Errorf("member table %s of %s: %w", td, d, err)
 	}
-	return checkTable(m, tb)
+	c, err := checkTable(m, tb)
+	return c, len(tb), err
 }
+
+// bigTable is the size of a member table from which Load returns the
+// table's memory to the operating system once it is parsed.
+const bigTable = 32 << 20
 
 // Load is Fetch followed by Snapshot: the only way for a mount to obtain
 // a snapshot from a store.
+//
+// The bytes of the member table are garbage once it is parsed, but the
+// Go runtime keeps freed memory resident for a long time: a mount of a
+// 1M-member table (~300 MB) would keep that much RSS for nothing. For a
+// table of 32 MiB or more, Load returns it to the operating system at once
+// (debug.FreeOSMemory: one garbage collection of what Load leaves).
 func Load(ctx context.Context, g Getter, d Digest) (*Snapshot, error) {
-	c, err := Fetch(ctx, g, d)
+	c, n, err := fetch(ctx, g, d)
 	if err != nil {
 		return nil, err
+	}
+	if n >= bigTable {
+		debug.FreeOSMemory()
 	}
 	return c.Snapshot()
 }
