@@ -39,9 +39,10 @@ one directory of the snapshot.`,
 				return err
 			}
 			var ms []verify.Member
-			for _, m := range snap.Members() {
-				if len(args) == 1 || under(m.Path, args[1]) {
-					ms = append(ms, m)
+			t := snap.Table()
+			for i := range t.Len() {
+				if len(args) == 1 || under(t.Path(i), args[1]) {
+					ms = append(ms, t.Member(i))
 				}
 			}
 			if len(args) == 2 && len(ms) == 0 {
