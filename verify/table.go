@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"strings"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -429,8 +428,3 @@ var unhex = func() (t [256]byte) {
 	}
 	return t
 }()
-
-// hasDirPrefix reports whether path p lies below directory d.
-func hasDirPrefix(p, d string) bool {
-	return len(p) > len(d) && p[len(d)] == '/' && strings.HasPrefix(p, d)
-}
