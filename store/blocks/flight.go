@@ -222,6 +222,11 @@ func (r *Reader) failed(ctx context.Context, m *Member, off, n int64, err error)
 	return err
 }
 
+// wholeMember reports whether m is a single block: such a member is
+// fetched whole and verified against its BLAKE3 digest directly, which
+// saves a request for its outboard (small files are read in one request).
+func wholeMember(m *Member) bool { return m.Size <= BlockSize }
+
 // verifier verifies the blocks of one load against the member's outboard.
 // It reloads the outboard from the store (fresh) at most once per load.
 type verifier struct {
@@ -233,6 +238,9 @@ type verifier struct {
 }
 
 func (v *verifier) loadOutboard(ctx context.Context) error {
+	if wholeMember(v.m) {
+		return nil // verified by its digest alone, no outboard to fetch
+	}
 	ob, err := v.r.outboard(ctx, v.m, false)
 	v.outboard = ob
 	return err
@@ -244,6 +252,12 @@ func (v *verifier) loadOutboard(ctx context.Context) error {
 func (v *verifier) verify(b []byte) error {
 	if int64(len(b)) != v.n {
 		return fmt.Errorf("block of %d bytes, want %d: %w", len(b), v.n, b3.ErrMismatch)
+	}
+	if wholeMember(v.m) {
+		if b3.Of(b) != v.m.Digest {
+			return fmt.Errorf("member of %d bytes: %w", len(b), b3.ErrMismatch)
+		}
+		return nil
 	}
 	if len(v.outboard) != b3.OutboardSize(v.m.Size) {
 		return fmt.Errorf("outboard of %d bytes, want %d: %w", len(v.outboard), b3.OutboardSize(v.m.Size), b3.ErrMismatch)
@@ -257,7 +271,7 @@ func (v *verifier) verify(b []byte) error {
 // if the outboard could not be reloaded.
 func (v *verifier) check(ctx context.Context, b []byte) error {
 	err := v.verify(b)
-	if err == nil || v.reloaded || v.m.Size <= b3.GroupSize {
+	if err == nil || v.reloaded || wholeMember(v.m) {
 		return err
 	}
 	v.reloaded = true
