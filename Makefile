@@ -24,8 +24,13 @@ test: tools
 demo: build
 	demo/demo.sh
 
-bench:
-	@echo "bench: no benchmarks yet"
+# bench runs the end-to-end benchmark (integration/bench): versitygw, the
+# raw baselines and pinfs in one run; prints the table of ratios against
+# the targets and writes it to bench/results.md. Needs root, /dev/fuse and
+# fio (perf for the profile section is optional). About 3 minutes here.
+bench: export VERSITYGW := $(BIN)/versitygw
+bench: tools
+	PINFS_BENCH=1 $(GO) test -run TestBench -v -count=1 -timeout 40m ./integration/bench/
 
 # clean keeps bin/versitygw (slow to rebuild); distclean drops it too.
 clean:
