@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"crypto/rand"
 	"os"
 	"path/filepath"
@@ -207,5 +208,38 @@ func TestUsageErrors(t *testing.T) {
 	wantExit(t, nil, 2, []string{"unknown flag"}, "ls", "--bogus")
 	for _, c := range []string{"pin", "verify", "ls", "diff", "log", "mount"} {
 		wantExit(t, nil, 0, []string{"Usage: pinfs " + c, "Exit status"}, c, "--help")
+	}
+}
+
+// TestPinListsAcrossPages pins more keys than one ListObjectVersions page
+// holds (1000): every key exactly once.
+func TestPinListsAcrossPages(t *testing.T) {
+	s := s3test.Start(t)
+	env := s.Env()
+	s.CreateBucket(t, "data", true)
+	s.CreateBucket(t, "store", true)
+	c := s.Client(t)
+	const n = 1234
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := c.PutObject(context.Background(), &s3.PutObjectInput{
+				Bucket: aws.String("data"), Key: aws.String(fmt.Sprintf("ds/d%02d/f%04d", i%13, i)), Body: strings.NewReader("x"),
+			})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := mustPinfs(t, env, "pin", "s3://data/ds/", "--store", "s3://store/p").lastLine()
+	ls := mustPinfs(t, env, "ls", d, "--store", "s3://store/p").stdout
+	if got := strings.Count(ls, "\n") - 1; got != n {
+		t.Fatalf("pinned %d members, want %d", got, n)
 	}
 }

@@ -76,8 +76,26 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			"copy them onto themselves to give them a version): %s: %w",
 			where, len(nulls), "null", nameSome(nulls), store.ErrUnversioned)
 	}
-	slices.SortFunc(list, func(a, b store.ObjectVersion) int { return strings.Compare(a.Key, b.Key) })
-	return list, nil
+	return dedupe(where, list)
+}
+
+// dedupe sorts a listing by key and drops repeated entries. versitygw
+// (v1.8.0) repeats the last version of a page at the start of the next
+// one; a key listed with two different current versions is an error.
+func dedupe(where string, list []store.ObjectVersion) ([]store.ObjectVersion, error) {
+	slices.SortStableFunc(list, func(a, b store.ObjectVersion) int { return strings.Compare(a.Key, b.Key) })
+	out := list[:0]
+	for _, v := range list {
+		if n := len(out); n > 0 && out[n-1].Key == v.Key {
+			if out[n-1].VersionID != v.VersionID {
+				return nil, fmt.Errorf("s3store: %s: the listing names two current versions of %s (%s and %s)",
+					where, v.Key, out[n-1].VersionID, v.VersionID)
+			}
+			continue
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // nameSome joins up to maxNamed keys and says how many more there are.
