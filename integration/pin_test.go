@@ -3,8 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
