@@ -43,8 +43,19 @@ func (d *dir) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut)
 type filler interface{ fill(a *fuse.Attr) }
 
 // Lookup returns the child called name with its attributes and the
-// entry and attribute timeouts, or ENOENT.
+// entry and attribute timeouts, or ENOENT. The kernel calls it for a
+// name it has no entry for; a file looked up this way tells READDIRPLUS
+// that files are being used (see dirHandle.Lookup).
 func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ch, e := d.lookup(ctx, name, out)
+	if e == 0 && !ch.IsDir() {
+		d.t.fileLookedUp()
+	}
+	return ch, e
+}
+
+// lookup is Lookup without the note for READDIRPLUS.
+func (d *dir) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	k, ok := d.t.idx.lookup(d.d, name)
 	if !ok {
 		return nil, syscall.ENOENT
@@ -144,16 +155,20 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 
 // Lookup answers READDIRPLUS for the entry Readdirent returned last.
 // For a directory it is Lookup: the kernel gets the entry and its
-// attributes, as listing and then descending needs. For a file it gives
-// the kernel no entry (node id 0, which Linux reads as "only the name
-// and type", see fuse_direntplus_link); the kernel looks the file up
-// when it is used. A listing of a large tree (find, a data loader's
-// glob) thus makes no kernel inode and no go-fuse inode per file, which
-// would cost ~420 bytes of daemon memory each while the kernel keeps it.
+// attributes, as listing and then descending needs. For a file it does
+// so only while the kernel looks files up (a LOOKUP of a file in the
+// last few seconds: ls -l, du, find -size, stat after listing);
+// otherwise it gives the kernel no entry (node id 0, which Linux reads
+// as "only the name and type", see fuse_direntplus_link), and the kernel
+// looks the file up when it is used. A plain listing of a large tree
+// (find -type f, a data loader's glob) thus makes no kernel inode and no
+// go-fuse inode per file, which would cost the daemon ~420 bytes each
+// for as long as the kernel keeps it.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if h.pos > 0 {
-		if e := &h.es[h.pos-1]; e.Name == name && e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			return h.d.Lookup(ctx, name, out)
+		e := &h.es[h.pos-1]
+		if e.Name == name && (e.Mode&syscall.S_IFMT == syscall.S_IFDIR || h.d.t.filesInUse()) {
+			return h.d.lookup(ctx, name, out)
 		}
 	}
 	return nil, syscall.ENOENT // go-fuse sends the entry with node id 0

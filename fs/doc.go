@@ -47,13 +47,15 @@
 // (Options.EntryTimeout, Options.AttrTimeout, 24 hours by default), and
 // Mount also caches failed lookups for the entry timeout.
 //
-// READDIRPLUS answers carry the entry and attributes of subdirectories
-// only. Files are listed with their name, inode number and type, and the
-// kernel looks a file up when it is first used (stat, open). Listing a
-// tree of a million files (find, a data loader's glob) therefore makes
-// neither kernel inodes nor go-fuse inodes for them: each would cost the
-// daemon about 420 bytes for as long as the kernel keeps it. A process
-// that stats every file after listing it pays one LOOKUP per file.
+// READDIRPLUS answers carry the entry and attributes of subdirectories,
+// and of files only while the kernel is looking files up (within two
+// seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
+// listing). Otherwise files are listed with their name, inode number and
+// type, and the kernel looks a file up when it is first used. Listing a
+// tree of a million files (find -type f, a data loader's glob)
+// therefore makes neither kernel inodes nor go-fuse inodes for them: each
+// would cost the daemon about 420 bytes for as long as the kernel keeps
+// it.
 //
 // # Read-only
 //

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,25 @@ type tree struct {
 	r    Reader
 	opts Options
 	log  *slog.Logger
+
+	// start and lastFileLookup (time since start of the kernel's last
+	// LOOKUP of a file, 0 for none) decide whether READDIRPLUS gives
+	// entries for files.
+	start          time.Time
+	lastFileLookup atomic.Int64
+}
+
+// filesInUseFor is how long after the kernel's last LOOKUP of a file
+// READDIRPLUS keeps giving entries for files.
+const filesInUseFor = 2 * time.Second
+
+// fileLookedUp notes a LOOKUP of a file by the kernel.
+func (t *tree) fileLookedUp() { t.lastFileLookup.Store(int64(time.Since(t.start))) }
+
+// filesInUse reports whether the kernel looked a file up recently.
+func (t *tree) filesInUse() bool {
+	last := t.lastFileLookup.Load()
+	return last != 0 && time.Since(t.start)-time.Duration(last) < filesInUseFor
 }
 
 // NewRoot returns the root node of the snapshot's tree. It indexes the
@@ -74,7 +94,7 @@ func NewRoot(snap *verify.Snapshot, r Reader, o Options) gofs.InodeEmbedder {
 		log = slog.Default()
 	}
 	ms := snap.Table()
-	t := &tree{snap: snap, ms: ms, idx: newIndex(ms), r: r, opts: o, log: log}
+	t := &tree{snap: snap, ms: ms, idx: newIndex(ms), r: r, opts: o, log: log, start: time.Now()}
 	return &rootDir{dir: dir{node: node{t: t}}}
 }
 

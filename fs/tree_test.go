@@ -266,27 +266,48 @@ func TestReaddir(t *testing.T) {
 		t.Errorf("Seekdir past the end = %v, want EINVAL", e)
 	}
 
-	// READDIRPLUS: an entry for a directory, none (node id 0) for a file.
-	fh, _, _ = root.OpendirHandle(context.Background(), 0)
-	h = fh.(*dirHandle)
-	for {
-		de, _ := h.Readdirent(context.Background())
-		if de == nil {
-			break
-		}
-		if de.Name == "." || de.Name == ".." {
-			continue
-		}
-		var out fuse.EntryOut
-		ch, e := h.Lookup(context.Background(), de.Name, &out)
-		isDir := de.Mode&syscall.S_IFMT == syscall.S_IFDIR
-		switch {
-		case isDir && (e != 0 || ch.StableAttr().Ino != de.Ino || out.Attr.Ino != de.Ino || out.Attr.Mode != syscall.S_IFDIR|0o555):
-			t.Errorf("READDIRPLUS lookup of directory %q = %v, %v, attr %v", de.Name, ch, e, out.Attr)
-		case !isDir && (e == 0 || ch != nil):
-			t.Errorf("READDIRPLUS lookup of file %q = %v, %v; want no entry", de.Name, ch, e)
+}
+
+// TestReaddirPlus: READDIRPLUS gives entries for directories, and for
+// files only within filesInUseFor of the kernel's last LOOKUP of a file.
+func TestReaddirPlus(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	root := build(t, snap, &memReader{data: data}, testOptions())
+	ctx := context.Background()
+	check := func(when string, files bool) {
+		t.Helper()
+		fh, _, _ := root.OpendirHandle(ctx, 0)
+		h := fh.(*dirHandle)
+		for {
+			de, _ := h.Readdirent(ctx)
+			if de == nil {
+				break
+			}
+			if de.Name == "." || de.Name == ".." {
+				continue
+			}
+			var out fuse.EntryOut
+			ch, e := h.Lookup(ctx, de.Name, &out)
+			if de.Mode&syscall.S_IFMT == syscall.S_IFDIR || files {
+				if e != 0 || ch.StableAttr().Ino != de.Ino || out.Attr.Ino != de.Ino || out.Attr.Mode&syscall.S_IFMT != de.Mode&syscall.S_IFMT {
+					t.Errorf("%s: READDIRPLUS lookup of %q = %v, %v, attr %v", when, de.Name, ch, e, out.Attr)
+				}
+			} else if e == 0 || ch != nil {
+				t.Errorf("%s: READDIRPLUS lookup of file %q = %v, %v; want no entry", when, de.Name, ch, e)
+			}
 		}
 	}
+	check("fresh tree", false)
+	if _, e := root.Lookup(ctx, "a", &fuse.EntryOut{}); e != 0 {
+		t.Fatal(e)
+	}
+	check("after a LOOKUP of a directory", false)
+	if _, e := root.Lookup(ctx, "Z.txt", &fuse.EntryOut{}); e != 0 {
+		t.Fatal(e)
+	}
+	check("after a LOOKUP of a file", true)
+	root.t.start = root.t.start.Add(-filesInUseFor)
+	check("a while after", false)
 }
 
 func TestStatfs(t *testing.T) {
