@@ -96,7 +96,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	tracker := runrecord.NewTracker(snap.Table())
-	limitMemory(c.CacheMem, log)
+	limitMemory(c.CacheMem, snap.Table().Len(), log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
@@ -178,19 +178,25 @@ func emitConsumed(ctx context.Context, rec *runrecord.Record, t *runrecord.Track
 // request buffers, the Go runtime.
 const memoryHeadroom = 160 << 20
 
+// nodeBytes is what go-fuse keeps for each file the kernel has looked up
+// (node id tables, the inode, the parent's child entry; about 420 bytes
+// measured): a stat walk or an epoch that opens every file grows the heap
+// by that much per member, and the limit must leave room for it.
+const nodeBytes = 450
+
 // limitMemory sets the Go runtime's soft memory limit to what the mount
-// needs: the heap that holds the loaded snapshot, the memory tier and a
-// fixed headroom. Without it the garbage collector lets the heap grow to
-// twice the live data, so a full memory tier would double the daemon's
-// RSS. GOMEMLIMIT, when set, wins.
-func limitMemory(cacheMem int64, log *slog.Logger) {
+// needs: the heap that holds the loaded snapshot, the memory tier, room for
+// a node per member, and a fixed headroom. Without it the garbage
+// collector lets the heap grow to twice the live data, so a full memory
+// tier would double the daemon's RSS. GOMEMLIMIT, when set, wins.
+func limitMemory(cacheMem int64, members int, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	runtime.GC()
+	debug.FreeOSMemory() // a GC, and the parsed table's bytes back to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + memoryHeadroom
+	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + int64(members)*nodeBytes + memoryHeadroom
 	debug.SetMemoryLimit(limit)
 	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem)
 }
