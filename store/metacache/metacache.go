@@ -147,4 +147,3 @@ func intact(key string, b []byte) bool {
 	}
 	return true
 }
-
