@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -11,72 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pinfs/pinfs/integration/fusetest"
 )
-
-// requireFUSE skips (or, under CI=true, fails) a test on a machine that
-// cannot mount.
-func requireFUSE(t testing.TB) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but FUSE is not usable here (/dev/fuse: %v, euid %d)", err, os.Geteuid())
-		}
-		t.Skipf("FUSE not usable here (/dev/fuse: %v, euid %d)", err, os.Geteuid())
-	}
-}
-
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	minor  string // the FUSE connection number for fuse mounts
-	fstype string
-}
-
-// mountInfo returns the mount at dir, reading /proc/self/mountinfo (never
-// stat, which hangs on a hung FUSE daemon).
-func mountInfo(dir string) (mountEntry, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return mountEntry{}, false
-	}
-	defer f.Close()
-	var found mountEntry
-	ok := false
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 10 || fields[4] != dir {
-			continue
-		}
-		sep := 6
-		for sep < len(fields) && fields[sep] != "-" {
-			sep++
-		}
-		_, minor, _ := strings.Cut(fields[2], ":")
-		found, ok = mountEntry{minor: minor, fstype: fields[sep+1]}, true // the last mount on dir wins
-	}
-	return found, ok
-}
-
-// forceUnmount removes whatever is mounted at dir without ever blocking
-// on the daemon: abort the FUSE connection, then detach.
-func forceUnmount(t testing.TB, dir string) {
-	for range 5 {
-		e, ok := mountInfo(dir)
-		if !ok {
-			return
-		}
-		if strings.HasPrefix(e.fstype, "fuse") {
-			conns := "/sys/fs/fuse/connections"
-			if entries, _ := os.ReadDir(conns); len(entries) == 0 {
-				exec.Command("mount", "-t", "fusectl", "none", conns).Run()
-			}
-			os.WriteFile(filepath.Join(conns, e.minor, "abort"), []byte("1"), 0o200)
-		}
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Logf("detaching %s: %v", dir, err)
-		}
-	}
-}
 
 // daemon is a `pinfs mount --foreground` child process.
 type daemon struct {
@@ -93,7 +29,7 @@ type daemon struct {
 // stopped and the mount removed in t.Cleanup, also when the test fails.
 func startMount(t testing.TB, env []string, dir string, args ...string) *daemon {
 	t.Helper()
-	requireFUSE(t)
+	fusetest.Require(t)
 	log := filepath.Join(t.TempDir(), "mount.log")
 	lf, err := os.Create(log)
 	if err != nil {
@@ -110,7 +46,7 @@ func startMount(t testing.TB, env []string, dir string, args ...string) *daemon 
 	go func() { d.err = cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
 		d.stop(t, 10*time.Second)
-		forceUnmount(t, dir)
+		fusetest.ForceUnmount(t, dir)
 		if t.Failed() {
 			b, _ := os.ReadFile(log)
 			t.Logf("pinfs mount log:\n%s", b)
@@ -119,7 +55,7 @@ func startMount(t testing.TB, env []string, dir string, args ...string) *daemon 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		out, _ := os.ReadFile(log)
-		if e, ok := mountInfo(dir); ok && strings.HasPrefix(e.fstype, "fuse") && strings.Contains(string(out), " serving ") {
+		if fusetest.Mounted(dir) && strings.Contains(string(out), " serving ") {
 			return d
 		}
 		select {

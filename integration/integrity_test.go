@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/integration/fusetest"
+
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -164,7 +166,7 @@ func TestSIGTERMWithAnOpenFileEndsTheRun(t *testing.T) {
 	if code := d.exitCode(t, 20*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
-	if _, mounted := mountInfo(dir); mounted {
+	if fusetest.Mounted(dir) {
 		t.Error("still mounted after SIGTERM")
 	}
 	all := events(t, record, "")
@@ -203,7 +205,7 @@ func TestRunIDBindsTheDigest(t *testing.T) {
 	dir := t.TempDir()
 	r := wantExit(t, f.env, 1, []string{"job-7", f.digest}, "mount", other, dir, "--store", f.store,
 		"--cache-dir", cache, "--run-record", record, "--run-id", "job-7", "--foreground")
-	if _, mounted := mountInfo(dir); mounted {
+	if fusetest.Mounted(dir) {
 		t.Errorf("mounted although the run id is bound to another digest: %v", r)
 	}
 }

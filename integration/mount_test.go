@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/integration/fusetest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sys/unix"
@@ -41,7 +43,7 @@ type fixture struct {
 // key so that the mount must serve the pinned version, not the latest.
 func pinFixture(t *testing.T) *fixture {
 	t.Helper()
-	requireFUSE(t)
+	fusetest.Require(t)
 	s := s3test.Start(t)
 	f := &fixture{s: s, env: s.Env(), store: "s3://store/pinfs", data: map[string][]byte{}, vers: map[string]string{}, work: t.TempDir()}
 	s.CreateBucket(t, "data", true)
@@ -334,7 +336,7 @@ func TestBackgroundMountReturnsWhenReadyAndUnmounts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "m")
 	os.MkdirAll(dir, 0o755)
 	record := filepath.Join(f.work, "run.jsonl")
-	t.Cleanup(func() { forceUnmount(t, dir) })
+	t.Cleanup(func() { fusetest.ForceUnmount(t, dir) })
 	r := mustPinfs(t, f.env, "mount", f.digest, dir, "--store", f.store, "--cache-dir", filepath.Join(f.work, "cache"), "--run-record", record)
 	var runID string
 	var pid int
@@ -365,7 +367,7 @@ func TestBackgroundMountReturnsWhenReadyAndUnmounts(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, mounted := mountInfo(dir); mounted {
+	if fusetest.Mounted(dir) {
 		t.Error("still mounted after pinfs unmount")
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pinfs/pinfs/integration/fusetest"
 )
 
 const (
@@ -63,7 +65,7 @@ func (b *bench) mount(t *testing.T, name string, env []string, digest, store, ca
 		t.Fatalf("pinfs mount printed no pid: %q", r.stdout)
 	}
 	m.pid, _ = strconv.Atoi(sm[1])
-	if e, ok := mountInfo(dir); !ok || !strings.HasPrefix(e.fstype, "fuse") {
+	if !fusetest.Mounted(dir) {
 		t.Fatalf("pinfs mount returned but %s is not a FUSE mount", dir)
 	}
 	return m
@@ -91,7 +93,7 @@ func (m *mount) unmount(t testing.TB) {
 			syscall.Kill(m.pid, syscall.SIGKILL)
 		}
 	}
-	forceUnmount(t, m.dir)
+	fusetest.ForceUnmount(t, m.dir)
 }
 
 // daemonLog returns the tail of the background daemon's logs.

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -170,62 +169,6 @@ func run(timeout time.Duration, env []string, name string, args ...string) cmdRe
 		r.err = fmt.Errorf("%s: timed out after %v: %w", name, timeout, err)
 	}
 	return r
-}
-
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	minor  string // the FUSE connection number for fuse mounts
-	fstype string
-}
-
-// mountInfo returns the mount at dir from /proc/self/mountinfo (never
-// stat, which hangs on a hung FUSE daemon).
-func mountInfo(dir string) (mountEntry, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return mountEntry{}, false
-	}
-	defer f.Close()
-	var found mountEntry
-	ok := false
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 10 || fields[4] != dir {
-			continue
-		}
-		sep := 6
-		for sep < len(fields) && fields[sep] != "-" {
-			sep++
-		}
-		if sep+1 >= len(fields) {
-			continue
-		}
-		_, minor, _ := strings.Cut(fields[2], ":")
-		found, ok = mountEntry{minor: minor, fstype: fields[sep+1]}, true // the last mount on dir wins
-	}
-	return found, ok
-}
-
-// forceUnmount removes whatever is mounted at dir without ever blocking
-// on the daemon: abort the FUSE connection, then detach.
-func forceUnmount(t testing.TB, dir string) {
-	for range 5 {
-		e, ok := mountInfo(dir)
-		if !ok {
-			return
-		}
-		if strings.HasPrefix(e.fstype, "fuse") {
-			conns := "/sys/fs/fuse/connections"
-			if entries, _ := os.ReadDir(conns); len(entries) == 0 {
-				exec.Command("mount", "-t", "fusectl", "none", conns).Run()
-			}
-			os.WriteFile(filepath.Join(conns, e.minor, "abort"), []byte("1"), 0o200)
-		}
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Logf("detaching %s: %v", dir, err)
-		}
-	}
 }
 
 // procAll returns the CPU seconds and command name of every process.

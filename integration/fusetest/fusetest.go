@@ -1,0 +1,88 @@
+// Package fusetest holds what tests that mount need: a check that FUSE is
+// usable, a look at /proc/self/mountinfo that never touches the mount
+// itself, and an unmount that cannot hang on a dead or hung daemon.
+package fusetest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// Require skips the test on a machine that cannot mount, or fails it when
+// CI=true (CI must be able to run every test).
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but FUSE is not usable here (/dev/fuse: %v, euid %d)", err, os.Geteuid())
+		}
+		t.Skipf("FUSE not usable here (/dev/fuse: %v, euid %d)", err, os.Geteuid())
+	}
+}
+
+// Entry is one line of /proc/self/mountinfo.
+type Entry struct {
+	Minor  string // the FUSE connection number of a fuse mount
+	FSType string // e.g. fuse.pinfs
+}
+
+// Info returns the last mount at dir from /proc/self/mountinfo. It never
+// stats dir, which would hang on a hung FUSE daemon.
+func Info(dir string) (Entry, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return Entry{}, false
+	}
+	defer f.Close()
+	var found Entry
+	ok := false
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 10 || fields[4] != dir {
+			continue
+		}
+		sep := 6
+		for sep < len(fields) && fields[sep] != "-" {
+			sep++
+		}
+		if sep+1 >= len(fields) {
+			continue
+		}
+		_, minor, _ := strings.Cut(fields[2], ":")
+		found, ok = Entry{Minor: minor, FSType: fields[sep+1]}, true
+	}
+	return found, ok
+}
+
+// Mounted reports whether a FUSE file system is mounted at dir.
+func Mounted(dir string) bool {
+	e, ok := Info(dir)
+	return ok && strings.HasPrefix(e.FSType, "fuse")
+}
+
+// ForceUnmount removes whatever is mounted at dir without ever blocking
+// on its daemon: it aborts the FUSE connection, then detaches the mount.
+func ForceUnmount(t testing.TB, dir string) {
+	for range 5 {
+		e, ok := Info(dir)
+		if !ok {
+			return
+		}
+		if strings.HasPrefix(e.FSType, "fuse") {
+			conns := "/sys/fs/fuse/connections"
+			if entries, _ := os.ReadDir(conns); len(entries) == 0 {
+				exec.Command("mount", "-t", "fusectl", "none", conns).Run()
+			}
+			os.WriteFile(filepath.Join(conns, e.Minor, "abort"), []byte("1"), 0o200)
+		}
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Logf("detaching %s: %v", dir, err)
+		}
+	}
+}
