@@ -29,6 +29,20 @@ func parseDigest(s string) (verify.Digest, error) {
 	return d, err
 }
 
+// snapshotArg checks that args are a digest and at most extra more
+// arguments, and opens the store.
+func snapshotArg(ctx context.Context, args []string, storeURL, usage string, extra int) (verify.Digest, store.Store, error) {
+	if len(args) < 1 || len(args) > 1+extra {
+		return "", nil, usagef("want %s, got %d arguments", usage, len(args))
+	}
+	d, err := parseDigest(args[0])
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := openStore(ctx, storeURL)
+	return d, st, err
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

@@ -22,14 +22,7 @@ such and makes the exit status 1.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		return func(ctx context.Context, args []string) error {
-			if len(args) != 1 {
-				return usagef("want exactly one DIGEST, got %d arguments", len(args))
-			}
-			d, err := parseDigest(args[0])
-			if err != nil {
-				return err
-			}
-			st, err := openStore(ctx, *storeURL)
+			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
 				return err
 			}

@@ -23,14 +23,7 @@ one directory of the snapshot.`,
 		storeURL := storeFlag(fs)
 		asJSON := fs.Bool("json", false, "print the members as JSON Lines (the member table format)")
 		return func(ctx context.Context, args []string) error {
-			if len(args) < 1 || len(args) > 2 {
-				return usagef("want DIGEST [PATH], got %d arguments", len(args))
-			}
-			d, err := parseDigest(args[0])
-			if err != nil {
-				return err
-			}
-			st, err := openStore(ctx, *storeURL)
+			d, st, err := snapshotArg(ctx, args, *storeURL, "DIGEST [PATH]", 1)
 			if err != nil {
 				return err
 			}

@@ -35,14 +35,7 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "members checked in parallel")
 		return func(ctx context.Context, args []string) error {
-			if len(args) != 1 {
-				return usagef("want exactly one DIGEST, got %d arguments", len(args))
-			}
-			d, err := parseDigest(args[0])
-			if err != nil {
-				return err
-			}
-			st, err := openStore(ctx, *storeURL)
+			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
 				return err
 			}
