@@ -135,7 +135,7 @@ type Config struct {
 	// the most readahead fetches in flight at once (default 16; < 0 disables).
 	Readahead int
 	// SpanBlocks is the most consecutive blocks a sequential reader's
-	// fetch asks for in one request (default 4; 1 disables spans).
+	// fetch asks for in one request (default 8: one 8 MiB request, as fast as the best raw GETs here; 1 disables spans).
 	SpanBlocks int
 }
 
@@ -158,7 +158,7 @@ func (c *Config) setDefaults() {
 		c.Readahead = 16
 	}
 	if c.SpanBlocks <= 0 {
-		c.SpanBlocks = 4
+		c.SpanBlocks = 8
 	}
 }
 

@@ -674,7 +674,10 @@ func TestSpans(t *testing.T) {
 			t.Errorf("block at %d fetched %d times", q.Off, c)
 		}
 	}
-	if st := r.Stats(); st.BlocksVerified != 17 {
-		t.Errorf("stats %+v, want 17 blocks verified", st)
+	if st := r.Stats(); st.BlocksVerified != 17 || st.Mismatches != 1 {
+		t.Errorf("stats %+v, want 17 blocks verified, 1 mismatch", st)
+	}
+	if ev := e.rec.all(); len(ev) != 1 || ev[0].Kind != KindMismatch || ev[0].Off != 6*BlockSize {
+		t.Errorf("events %+v, want the damaged copy of block 6 reported once", ev)
 	}
 }

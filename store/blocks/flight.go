@@ -47,7 +47,7 @@ func (r *Reader) pend(m *Member, i int64) pending {
 		return pending{b: b}
 	}
 	if r.cfg.SpanBlocks > 1 && r.sequential(m) {
-		f, _ := r.startSpan(m, i, int64(r.cfg.SpanBlocks), false)
+		f, _ := r.startSpan(m, i, 0, false)
 		return pending{f: f}
 	}
 	return pending{f: r.start(m, i, false)}

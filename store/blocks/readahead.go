@@ -52,13 +52,13 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	r.mu.Unlock()
 
 	for i := from; i <= to; {
-		f, n := r.startSpan(m, i, min(int64(r.cfg.SpanBlocks), to-i+1), true)
+		f, end := r.startSpan(m, i, from, true)
 		if f == nil {
 			break
 		}
-		i += n
+		i = end + 1
 		r.mu.Lock()
-		s.ahead = max(s.ahead, i-1)
+		s.ahead = max(s.ahead, end)
 		r.mu.Unlock()
 	}
 }
