@@ -255,7 +255,7 @@ func writeFile(p string, replace bool, fill func(io.Writer) error) (err error) {
 	if err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return store.SyncDir(dir)
 }
 
 // linkUnsupported reports whether a failed link(2) means the file system
@@ -264,19 +264,6 @@ func linkUnsupported(err error) bool {
 	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) ||
 		errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EXDEV) ||
 		errors.Is(err, syscall.EMLINK)
-}
-
-// syncDir fsyncs a directory so that a rename or link in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
 }
 
 // casPath returns the file of a content-addressed member. S3 objects are

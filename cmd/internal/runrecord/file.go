@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // lockedFile is a file whose writers take a mutex within the process and
@@ -108,21 +110,7 @@ func writeAtomic(p string, data []byte) (err error) {
 	if err := os.Rename(f.Name(), p); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory, so that a created, renamed or removed entry
-// is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return store.SyncDir(dir)
 }
 
 // openAppend opens p for appending (creating it 0644 and syncing its
@@ -138,7 +126,7 @@ func openAppend(p string) (*os.File, error) {
 		return nil, err
 	}
 	if created {
-		if err := syncDir(filepath.Dir(p)); err != nil {
+		if err := store.SyncDir(filepath.Dir(p)); err != nil {
 			f.Close()
 			return nil, err
 		}

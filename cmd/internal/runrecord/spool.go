@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -127,7 +128,7 @@ func (s *spool) remove(delivered map[string]bool) (int, error) {
 	if n == 0 {
 		err = os.Remove(s.path)
 		if err == nil {
-			err = syncDir(filepath.Dir(s.path))
+			err = store.SyncDir(filepath.Dir(s.path))
 		}
 	} else {
 		err = writeAtomic(s.path, keep.Bytes())
