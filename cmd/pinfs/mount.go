@@ -51,6 +51,8 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 		gid := fs.Uint32("gid", uint32(os.Getgid()), "group of files and directories")
 		metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at `ADDR`, e.g. 127.0.0.1:9464")
 		debug := fs.Bool("debug", false, "log every FUSE request")
+		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within this time, retries and throttling included; keep it longer than --stall-timeout")
+		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for this long")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
@@ -80,6 +82,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
 				RunRecord: *record, RunID: *runID, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
+				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout,
 			})
 			return err
 		}

@@ -131,6 +131,12 @@ type Config struct {
 	// StallTimeout cuts off a request that delivers no bytes for this long
 	// (default 30 s).
 	StallTimeout time.Duration
+	// ReadTimeout bounds the time a block load may take, retries and
+	// waits for a throttling store included (default 60 s; keep it longer
+	// than StallTimeout so that one stalled response can be resumed). A
+	// load that runs out of time fails with ErrReadTimeout and a
+	// "fetch_failed" event.
+	ReadTimeout time.Duration
 	// Readahead is the most blocks read ahead of a sequential reader, and
 	// the most readahead fetches in flight at once (default 16; < 0 disables).
 	Readahead int
@@ -154,6 +160,7 @@ func (c *Config) setDefaults() {
 	def(&c.Backoff, 100*time.Millisecond)
 	def(&c.MaxBackoff, 5*time.Second)
 	def(&c.StallTimeout, 30*time.Second)
+	def(&c.ReadTimeout, 60*time.Second)
 	if c.Readahead == 0 {
 		c.Readahead = 16
 	}

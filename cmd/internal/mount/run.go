@@ -50,6 +50,11 @@ type Config struct {
 	// ConsumedEvery is how often the consumed set is written while the
 	// mount serves (default 5 minutes); it is always written at the end.
 	ConsumedEvery time.Duration
+
+	// ReadTimeout bounds the time a read may wait for the store (retries
+	// and throttling included); StallTimeout cuts off a response that
+	// delivers nothing for that long. Zero means blocks.Config's default.
+	ReadTimeout, StallTimeout time.Duration
 }
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
@@ -90,7 +95,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	br, err := blocks.New(blocks.Config{
 		Objects: c.Store, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
-		Reporter: reporter{rec: rec, log: log},
+		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 	})
 	if err != nil {
 		return err
