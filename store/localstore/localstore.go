@@ -4,7 +4,8 @@
 // dir/cas/blake3/<hex>. Every write goes to a temporary file in the target's
 // directory, is fsynced and then linked or renamed into place, so a reader
 // never sees a partly written blob, and a crash leaves at most a stray
-// ".tmp-*" file behind.
+// ".tmp-*" file behind. Content-addressed bytes are hashed as they are
+// written and put in place only if they match their digest.
 //
 // A local store holds only content-addressed members: ReadRange and Stat
 // refuse S3 objects. store/dial composes a local store with an S3 client
@@ -27,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -146,12 +148,20 @@ func sameBytes(p string, data []byte) (bool, error) {
 }
 
 // PutCAS stores size bytes from r at cas/blake3/<hex> and returns the CAS
-// Object for digest. The store does not re-hash r; it checks only that r
-// yields exactly size bytes. If a file of that size is already in place, r
-// is not read. A file of another size is replaced: it cannot hold the bytes
-// of digest.
+// Object for digest. It hashes the bytes as it writes them to a temporary
+// file and puts that file in place only if r yields exactly size bytes that
+// hash to digest; otherwise it fails (bytes of another digest: an error
+// wrapping b3.ErrMismatch) and leaves what was there.
+//
+// A blob already in place is trusted only after it is read and hashed: if
+// it holds the bytes of digest, r is not read; a file of another size or
+// other bytes is replaced.
 func (s *Store) PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (store.Object, error) {
 	obj, err := store.NewCAS(digest)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("localstore: put cas: %w", err)
+	}
+	want, err := b3.Parse(digest)
 	if err != nil {
 		return store.Object{}, fmt.Errorf("localstore: put cas: %w", err)
 	}
@@ -166,16 +176,42 @@ func (s *Store) PutCAS(ctx context.Context, digest string, r io.Reader, size int
 	if err != nil {
 		return store.Object{}, err
 	}
-	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == size {
+	switch err := holds(ctx, p, want, size); {
+	case err == nil:
 		return obj, nil
+	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, b3.ErrMismatch):
+		return store.Object{}, fmt.Errorf("localstore: put %v: checking the blob in place: %w", obj, err)
 	}
 	err = writeFile(p, true, func(w io.Writer) error {
-		return copyExact(ctx, w, r, size)
+		h := b3.NewHasher()
+		if err := copyExact(ctx, io.MultiWriter(w, h), r, size); err != nil {
+			return err
+		}
+		return h.Check(want)
 	})
 	if err != nil {
 		return store.Object{}, fmt.Errorf("localstore: put %v: %w", obj, err)
 	}
 	return obj, nil
+}
+
+// holds returns nil if the file at p is a regular file of size bytes that
+// hash to want, an error wrapping fs.ErrNotExist if there is none, and one
+// wrapping b3.ErrMismatch if it holds anything else.
+func holds(ctx context.Context, p string, want b3.Sum, size int64) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != size {
+		return fmt.Errorf("%s: not a regular file of %d bytes: %w", p, size, b3.ErrMismatch)
+	}
+	return b3.Check(ctxReader{ctx, f}, want)
 }
 
 // copyExact copies exactly size bytes from r to w and fails if r has fewer

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 func newStore(t testing.TB) (*Store, string) {
@@ -27,6 +28,14 @@ func newStore(t testing.TB) (*Store, string) {
 
 func digestOf(i int) string {
 	return fmt.Sprintf("blake3:%064x", i)
+}
+
+// casOf returns the CAS digest of data.
+func casOf(data []byte) string { return b3.Of(data).String() }
+
+// casFile returns the file of the CAS blob with digest d under dir.
+func casFile(dir, d string) string {
+	return filepath.Join(dir, "cas", "blake3", strings.TrimPrefix(d, b3.Prefix))
 }
 
 func TestNewRefusesFile(t *testing.T) {
@@ -181,14 +190,15 @@ func TestCASRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	s, dir := newStore(t)
 	data := bytes.Repeat([]byte("0123456789"), 1000)
-	obj, err := s.PutCAS(ctx, digestOf(1), bytes.NewReader(data), int64(len(data)))
+	d := casOf(data)
+	obj, err := s.PutCAS(ctx, d, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (store.Object{CAS: digestOf(1)}); obj != want {
+	if want := (store.Object{CAS: d}); obj != want {
 		t.Fatalf("PutCAS = %+v; want %+v", obj, want)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "cas", "blake3", fmt.Sprintf("%064x", 1))); err != nil {
+	if _, err := os.Stat(casFile(dir, d)); err != nil {
 		t.Fatalf("CAS file not at cas/blake3/<hex>: %v", err)
 	}
 	info, err := s.Stat(ctx, obj)
@@ -200,16 +210,70 @@ func TestCASRoundTrip(t *testing.T) {
 		t.Fatal("whole read differs")
 	}
 
-	// A second PutCAS with the right size does not read its reader.
-	if _, err := s.PutCAS(ctx, digestOf(1), failingReader{}, int64(len(data))); err != nil {
+	// A second PutCAS of a present, intact blob does not read its reader.
+	if _, err := s.PutCAS(ctx, d, failingReader{}, int64(len(data))); err != nil {
 		t.Fatalf("PutCAS of a present blob read its reader: %v", err)
 	}
-	// One with another size replaces the (corrupt) file.
-	if _, err := s.PutCAS(ctx, digestOf(1), strings.NewReader("short"), 5); err != nil {
+	// A file of another size is replaced: it cannot hold those bytes.
+	if err := os.WriteFile(casFile(dir, d), []byte("short"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, s, obj, 0, -1); string(got) != "short" {
-		t.Fatalf("after replace read %q", got)
+	if _, err := s.PutCAS(ctx, d, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, s, obj, 0, -1); !bytes.Equal(got, data) {
+		t.Fatalf("after replace read %.20q...", got)
+	}
+	assertNoTemps(t, dir)
+}
+
+// TestPutCASReplacesBadBlobOfRightSize: an existing blob is not trusted
+// by its size. One with the right size but other bytes is replaced.
+func TestPutCASReplacesBadBlobOfRightSize(t *testing.T) {
+	ctx := context.Background()
+	s, dir := newStore(t)
+	data := bytes.Repeat([]byte("good"), 3*b3.GroupSize/4)
+	d := casOf(data)
+	p := casFile(dir, d)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, bytes.Repeat([]byte("bad!"), len(data)/4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutCAS(ctx, d, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("blob after PutCAS over a bad one of the same size: %.20q..., %v; want the given bytes", got, err)
+	}
+	assertNoTemps(t, dir)
+}
+
+// TestPutCASRefusesBytesOfAnotherDigest: the store hashes what it writes
+// and keeps nothing that does not match the digest it was given.
+func TestPutCASRefusesBytesOfAnotherDigest(t *testing.T) {
+	ctx := context.Background()
+	s, dir := newStore(t)
+	d := casOf([]byte("the pinned bytes"))
+	if _, err := s.PutCAS(ctx, d, strings.NewReader("the pinned bytez"), 16); !errors.Is(err, b3.ErrMismatch) {
+		t.Fatalf("PutCAS of bytes that do not hash to the digest = %v; want b3.ErrMismatch", err)
+	}
+	if _, err := s.Stat(ctx, store.Object{CAS: d}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refused PutCAS left a blob behind: Stat = %v", err)
+	}
+	// Nor does a refused PutCAS replace a good blob already there.
+	if _, err := s.PutCAS(ctx, d, strings.NewReader("the pinned bytes"), 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(casFile(dir, d), []byte("short"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutCAS(ctx, d, strings.NewReader("the pinned bytez"), 16); !errors.Is(err, b3.ErrMismatch) {
+		t.Fatalf("PutCAS of wrong bytes over a bad blob = %v; want b3.ErrMismatch", err)
+	}
+	if got, _ := os.ReadFile(casFile(dir, d)); string(got) != "short" {
+		t.Errorf("a refused PutCAS replaced the blob with %q", got)
 	}
 	assertNoTemps(t, dir)
 }
@@ -241,7 +305,7 @@ func TestReadRange(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t)
 	data := []byte("abcdefghijklmnopqrstuvwxyz")
-	obj, err := s.PutCAS(ctx, digestOf(4), bytes.NewReader(data), int64(len(data)))
+	obj, err := s.PutCAS(ctx, casOf(data), bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +334,7 @@ func TestReadRange(t *testing.T) {
 func TestReadRangeShortFile(t *testing.T) {
 	ctx := context.Background()
 	s, dir := newStore(t)
-	obj, err := s.PutCAS(ctx, digestOf(5), strings.NewReader("0123456789"), 10)
+	obj, err := s.PutCAS(ctx, casOf([]byte("0123456789")), strings.NewReader("0123456789"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +356,7 @@ func TestReadRangeShortFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	if err := os.Truncate(filepath.Join(dir, "cas", "blake3", fmt.Sprintf("%064x", 5)), 6); err != nil {
+	if err := os.Truncate(casFile(dir, obj.CAS), 6); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := io.ReadAll(rc); !errors.Is(err, io.ErrUnexpectedEOF) {
