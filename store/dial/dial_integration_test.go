@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // realS3 runs versitygw and points the AWS environment at it.
@@ -81,7 +82,7 @@ func TestRealStores(t *testing.T) {
 		if err := s.Put(ctx, "manifests/m", []byte("manifest")); err != nil {
 			t.Errorf("%s: Put: %v", s, err)
 		}
-		obj, err := s.PutCAS(ctx, "blake3:"+strings.Repeat("5", 64), strings.NewReader("local file"), 10)
+		obj, err := s.PutCAS(ctx, b3.Of([]byte("local file")).String(), strings.NewReader("local file"), 10)
 		if err != nil {
 			t.Fatalf("%s: PutCAS: %v", s, err)
 		}

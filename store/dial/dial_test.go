@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/s3store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 var ctx = context.Background()
@@ -114,7 +115,7 @@ func TestLocalNeedsNoAWS(t *testing.T) {
 	if err := s.Put(ctx, "manifests/m", []byte("m")); err != nil {
 		t.Fatal(err)
 	}
-	obj, err := s.PutCAS(ctx, "blake3:"+strings.Repeat("1", 64), strings.NewReader("cas bytes"), 9)
+	obj, err := s.PutCAS(ctx, b3.Of([]byte("cas bytes")).String(), strings.NewReader("cas bytes"), 9)
 	if err != nil {
 		t.Fatal(err)
 	}
