@@ -38,7 +38,7 @@ func (p Problem) String() string {
 // CheckMembers checks the structure of a member table that ParseMembers
 // accepted: unique ids (so one split per id), safe and unique paths, no
 // path that is both a file and a directory, well-formed digests and sizes,
-// exactly one source per member, and a real version id for every S3
+// the digest of no bytes for a member of size 0, exactly one source per member, and a real version id for every S3
 // member. It returns every problem found, in table order.
 func CheckMembers(ms []Member) []Problem { return NewTable(ms).Check() }
 
@@ -70,6 +70,10 @@ func (t *Table) Check() []Problem {
 	return ps
 }
 
+// emptySum is the BLAKE3 digest of no bytes, the only digest a member of
+// size 0 can have.
+var emptySum = b3.Of(nil)
+
 // indexed is a problem of member i.
 type indexed struct {
 	i int
@@ -85,6 +89,8 @@ func memberProblems(d *decoded) []Problem {
 	if d.digestRaw {
 		_, err := b3.Parse(d.digest)
 		add(KindBadMember, "%v", err)
+	} else if d.size == 0 && d.sum != emptySum {
+		add(KindBadMember, "size 0, but digest %s is not the BLAKE3 of no bytes (%s)", d.sum, emptySum)
 	}
 	switch {
 	case d.hasS3 && d.hasCAS:

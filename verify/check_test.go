@@ -1,6 +1,7 @@
 package verify_test
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"strings"
@@ -30,6 +31,54 @@ func TestCheckMembersGood(t *testing.T) {
 	}
 	if ps := verify.CheckMembers(nil); len(ps) != 0 {
 		t.Fatalf("problems in an empty table: %v", ps)
+	}
+	empty := []verify.Member{
+		{ID: "e", Path: "e", Size: 0, Digest: b3Empty, CAS: b3Empty},
+		{ID: "f", Path: "f", Size: 0, Digest: b3Empty, S3: &verify.S3Source{Bucket: "b", Key: "f", VersionID: "v"}},
+	}
+	if ps := verify.CheckMembers(empty); len(ps) != 0 {
+		t.Fatalf("problems in empty members with the digest of no bytes: %v", ps)
+	}
+}
+
+// TestCheckRefusesHandMadeTable: a member table written by hand (not by
+// EncodeMembers) whose path hides a newline, or whose empty member claims
+// the digest of other bytes, parses, matches its manifest, and is refused
+// by the member checks, so no Snapshot can be made of it.
+func TestCheckRefusesHandMadeTable(t *testing.T) {
+	for _, tc := range []struct {
+		name, line, kind, path string
+	}{
+		{"newline", `{"digest":"` + b3Hello + `","id":"x\n/etc/shadow","path":"x\n/etc/shadow","s3":{"bucket":"data","key":"x\n/etc/shadow","versionId":"v1"},"size":5}`,
+			verify.KindUnsafePath, "x\n/etc/shadow"},
+		{"escape", `{"cas":"` + b3World + `","digest":"` + b3World + `","id":"a","path":"a\u001b[2Jb","size":5}`,
+			verify.KindUnsafePath, "a\x1b[2Jb"},
+		{"C1", "{\"cas\":\"" + b3World + "\",\"digest\":\"" + b3World + "\",\"id\":\"a\",\"path\":\"a\u009bb\",\"size\":5}",
+			verify.KindUnsafePath, "a\u009bb"},
+		{"empty member", `{"cas":"` + b3Hello + `","digest":"` + b3Hello + `","id":"e","path":"e","size":0}`,
+			verify.KindBadMember, "e"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := []byte(tc.line + "\n")
+			tab, err := verify.ParseTable(table)
+			if err != nil {
+				t.Fatalf("ParseTable: %v", err)
+			}
+			if got := kinds(tab.Check()); !reflect.DeepEqual(got, []kindAt{{tc.kind, tc.path}}) {
+				t.Fatalf("Check() = %v, want %s for %q", tab.Check(), tc.kind, tc.path)
+			}
+			_, mb, encoded := buildSnapshot(t, tab.Members(), nil)
+			if !bytes.Equal(encoded, table) {
+				t.Fatalf("the manifest names %q, not the hand-made table", encoded)
+			}
+			c, err := verify.Check(digestOf(t, mb), mb, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, err := c.Snapshot(); s != nil || !errors.Is(err, verify.ErrInvalid) || !strings.Contains(err.Error(), tc.kind) {
+				t.Fatalf("Snapshot() = %v, %v; want an ErrInvalid naming %s", s, err, tc.kind)
+			}
+		})
 	}
 }
 
@@ -70,6 +119,20 @@ func TestCheckMembersKinds(t *testing.T) {
 			[]kindAt{{verify.KindUnsafePath, "../etc/passwd"}}},
 		{"absolute path", []verify.Member{casMember("/a")},
 			[]kindAt{{verify.KindUnsafePath, "/a"}}},
+		{"newline in path", []verify.Member{s3Member("x\n/etc/shadow")},
+			[]kindAt{{verify.KindUnsafePath, "x\n/etc/shadow"}}},
+		{"carriage return in path", []verify.Member{casMember("a\rb")},
+			[]kindAt{{verify.KindUnsafePath, "a\rb"}}},
+		{"escape in path", []verify.Member{s3Member("a/\x1b]0;title\x07")},
+			[]kindAt{{verify.KindUnsafePath, "a/\x1b]0;title\x07"}}},
+		{"C0 control in path", []verify.Member{casMember("a\x01")},
+			[]kindAt{{verify.KindUnsafePath, "a\x01"}}},
+		{"DEL in path", []verify.Member{s3Member("a\x7f")},
+			[]kindAt{{verify.KindUnsafePath, "a\x7f"}}},
+		{"C1 control in path", []verify.Member{s3Member("a\u009b2J")},
+			[]kindAt{{verify.KindUnsafePath, "a\u009b2J"}}},
+		{"control in a later path", []verify.Member{s3Member("a"), casMember("b\nc")},
+			[]kindAt{{verify.KindUnsafePath, "b\nc"}}},
 		{"version id null", []verify.Member{with("a", func(m *verify.Member) { m.S3.VersionID = "null" })},
 			[]kindAt{{verify.KindUnversioned, "a"}}},
 		{"version id empty", []verify.Member{with("a", func(m *verify.Member) { m.S3.VersionID = "" })},
@@ -81,6 +144,10 @@ func TestCheckMembersKinds(t *testing.T) {
 		{"no source", []verify.Member{withCAS("a", func(m *verify.Member) { m.CAS = "" })},
 			[]kindAt{{verify.KindBadMember, "a"}}},
 		{"empty id", []verify.Member{with("a", func(m *verify.Member) { m.ID = "" })},
+			[]kindAt{{verify.KindBadMember, "a"}}},
+		{"empty member, digest of other bytes", []verify.Member{with("a", func(m *verify.Member) { m.Size = 0 })},
+			[]kindAt{{verify.KindBadMember, "a"}}},
+		{"empty cas member, digest of other bytes", []verify.Member{withCAS("a", func(m *verify.Member) { m.Size = 0 })},
 			[]kindAt{{verify.KindBadMember, "a"}}},
 		{"bad digest", []verify.Member{with("a", func(m *verify.Member) { m.Digest = "blake3:" + strings.ToUpper(b3Hello[7:]) })},
 			[]kindAt{{verify.KindBadMember, "a"}}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -14,8 +15,15 @@ const MaxNameLen = 255
 var ErrUnsafePath = errors.New("unsafe path")
 
 // CheckPath reports whether p is a safe member path: relative, valid UTF-8,
-// no NUL, no empty, "." or ".." component, no component over MaxNameLen
-// bytes. Paths use "/" as separator and are served as they are.
+// no control character (C0 U+0000..U+001F, DEL U+007F, C1
+// U+0080..U+009F: unicode.IsControl), no empty, "." or ".." component,
+// no component over MaxNameLen bytes. Paths use "/" as separator and are
+// served as they are.
+//
+// Control characters are refused because a path is printed and piped as
+// it is: a newline splits one member into two lines of `find` or
+// `pinfs ls` (`x\n/etc/shadow`), and ESC or CSI sequences rewrite the
+// terminal that shows them.
 func CheckPath(p string) error {
 	bad := func(why string) error { return fmt.Errorf("path %q: %s: %w", p, why, ErrUnsafePath) }
 	switch {
@@ -23,10 +31,12 @@ func CheckPath(p string) error {
 		return bad("empty")
 	case !utf8.ValidString(p):
 		return bad("not valid UTF-8")
-	case strings.IndexByte(p, 0) >= 0:
-		return bad("contains NUL")
 	case strings.HasPrefix(p, "/"):
 		return bad("absolute")
+	}
+	if i := strings.IndexFunc(p, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(p[i:])
+		return bad(fmt.Sprintf("control character %U at byte %d", r, i))
 	}
 	for c := range strings.SplitSeq(p, "/") {
 		switch {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
@@ -82,8 +83,10 @@ func checkMembersRef(ms []verify.Member) []verify.Problem {
 		} else {
 			ids[m.ID] = m.Split
 		}
-		if _, err := b3.Parse(m.Digest); err != nil {
+		if sum, err := b3.Parse(m.Digest); err != nil {
 			add(verify.KindBadMember, m, "%v", err)
+		} else if empty := b3.Of(nil); m.Size == 0 && sum != empty {
+			add(verify.KindBadMember, m, "size 0, but digest %s is not the BLAKE3 of no bytes (%s)", sum, empty)
 		}
 		switch {
 		case m.S3 != nil && m.CAS != "":
@@ -226,7 +229,7 @@ func TestParseTableChunks(t *testing.T) {
 // ids, sorted and unsorted.
 func TestCheckMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	comps := []string{"a", "b", "a.b", "a-b", "..", "", "a b", "é"}
+	comps := []string{"a", "b", "a.b", "a-b", "..", "", "a b", "é", "a\nb", "\x1b", "\u009b"}
 	for round := range 300 {
 		var ms []verify.Member
 		for range 1 + rng.IntN(30) {
@@ -246,6 +249,14 @@ func TestCheckMatchesReference(t *testing.T) {
 				m.ID = comps[rng.IntN(len(comps))]
 			case 1:
 				m.Split = comps[rng.IntN(3)]
+			case 2:
+				m.Size = 0
+				if rng.IntN(2) == 0 {
+					m.Digest = b3Empty
+					if m.CAS != "" {
+						m.CAS = b3Empty
+					}
+				}
 			}
 			ms = append(ms, m)
 		}
@@ -270,6 +281,9 @@ func FuzzParseTable(f *testing.F) {
 	f.Add([]byte(`{"digest":"x","id":"\u0041","path":"a","size":1}` + "\n"))
 	f.Add([]byte(`{"digest":"x","id":"\u001f\u0000\t","path":"a","size":0}` + "\n"))
 	f.Add([]byte(`{"cas":"y","digest":"x","id":"","path":"a","size":10}` + "\n"))
+	f.Add([]byte(`{"cas":"` + b3World + `","digest":"` + b3World + `","id":"x","path":"x\n/etc/shadow","size":5}` + "\n"))
+	f.Add([]byte(`{"cas":"` + b3Empty + `","digest":"` + b3Empty + `","id":"e","path":"e","size":0}` + "\n"))
+	f.Add([]byte(`{"cas":"` + b3Hello + `","digest":"` + b3Hello + `","id":"e","path":"e","size":0}` + "\n"))
 	f.Fuzz(func(t *testing.T, table []byte) {
 		tab, err := verify.ParseTable(table)
 		want, werr := parseMembersJSON(table)
@@ -282,8 +296,22 @@ func FuzzParseTable(f *testing.F) {
 		if got := tab.Members(); !reflect.DeepEqual(got, want) && len(want) > 0 {
 			t.Fatalf("ParseTable(%q) = %+v, reference %+v", table, got, want)
 		}
-		if got, want := tab.Check(), checkMembersRef(want); !reflect.DeepEqual(got, want) {
-			t.Fatalf("Check(%q) = %v, reference %v", table, got, want)
+		ps := tab.Check()
+		if want := checkMembersRef(want); !reflect.DeepEqual(ps, want) {
+			t.Fatalf("Check(%q) = %v, reference %v", table, ps, want)
+		}
+		if len(ps) > 0 {
+			return
+		}
+		// A table without problems can be served: no path has a control
+		// character, and every empty member has the digest of no bytes.
+		for i := range tab.Len() {
+			if p := tab.Path(i); strings.ContainsFunc(p, unicode.IsControl) {
+				t.Fatalf("Check(%q) accepts path %q", table, p)
+			}
+			if sum, _ := tab.Sum(i); tab.Size(i) == 0 && sum != b3.Of(nil) {
+				t.Fatalf("Check(%q) accepts an empty member with digest %s", table, sum)
+			}
 		}
 	})
 }
