@@ -28,6 +28,14 @@ var (
 	ErrUnversioned = errors.New("not versioned")
 	// ErrNoVersion: an S3 member object was named without a version id.
 	ErrNoVersion = errors.New("object has no pinned version id")
+	// ErrThrottled: the backend asked the client to slow down (S3 503
+	// SlowDown, 429 and the like); callers back off before they ask again.
+	ErrThrottled = errors.New("throttled: the store asks to slow down")
+	// ErrExist: Create found the key taken already.
+	ErrExist = errors.New("already exists")
+	// ErrNotExclusive: the backend cannot create this key exclusively (no
+	// conditional writes, or a current delete marker it counts as existing).
+	ErrNotExclusive = errors.New("the store cannot create objects exclusively")
 )
 
 var casRE = regexp.MustCompile(`^blake3:[0-9a-f]{64}$`)
@@ -110,6 +118,18 @@ type ObjectReader interface {
 type Blobs interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	Put(ctx context.Context, key string, data []byte) error
+}
+
+// Creator is implemented by Blobs that can create a blob exclusively: of
+// two concurrent Creates of one key, exactly one succeeds. Unlike Put, it
+// is for keys that are not content addressed (a run's binding), so an
+// existing key is an error whatever it holds.
+type Creator interface {
+	// Create stores data at key only if key does not exist. It fails with
+	// an error wrapping ErrExist if it does, and with one wrapping
+	// ErrNotExclusive if the backend cannot guarantee that; it never
+	// falls back to an unconditional write.
+	Create(ctx context.Context, key string, data []byte) error
 }
 
 // Store is what the pinfs commands work against: metadata blobs, member

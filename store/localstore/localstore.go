@@ -31,7 +31,10 @@ import (
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store   = (*Store)(nil)
+	_ store.Creator = (*Store)(nil)
+)
 
 // Store is a store.Store rooted at a directory.
 type Store struct {
@@ -124,6 +127,50 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("localstore: put %s: %w", key, err)
 	}
 	return nil
+}
+
+// Create stores data at key only if key does not exist; an existing key
+// fails with an error wrapping store.ErrExist. The file is created with
+// O_EXCL (never through a symbolic link), written and fsynced, and removed
+// again if that fails. A crash in the middle can leave it short; a caller
+// that reads it back sees other bytes, never someone else's overwritten.
+func (s *Store) Create(ctx context.Context, key string, data []byte) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("localstore: create %s: %w", key, err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("localstore: create %s: %w", key, store.ErrExist)
+	}
+	if err != nil {
+		return fmt.Errorf("localstore: create %s: %w", key, err)
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(p)
+			err = fmt.Errorf("localstore: create %s: %w", key, err)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return store.SyncDir(dir)
 }
 
 func conflict(key, p string) error {

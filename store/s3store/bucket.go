@@ -29,7 +29,10 @@ const (
 	abortTimeout = 30 * time.Second
 )
 
-var _ store.Store = (*Bucket)(nil)
+var (
+	_ store.Store   = (*Bucket)(nil)
+	_ store.Creator = (*Bucket)(nil)
+)
 
 // Bucket is a pinfs store kept at s3://bucket/prefix: metadata blobs at
 // prefix/<key> and CAS member bytes at prefix/cas/blake3/<hex>. Its
@@ -172,6 +175,47 @@ func (b *Bucket) Put(ctx context.Context, key string, data []byte) error {
 		return mapErr("put", b.where(k), err)
 	}
 	return nil
+}
+
+// Create stores data at key only if key does not exist, with one
+// conditional PutObject (If-None-Match: *). An existing key fails with an
+// error wrapping store.ErrExist. Where the condition cannot be had it
+// fails with an error wrapping store.ErrNotExclusive and writes nothing:
+// a server that answers NotImplemented, or a current delete marker that
+// the server counts as existing (versitygw does). It never falls back to
+// an unconditional PUT, as Put does for content-addressed keys.
+func (b *Bucket) Create(ctx context.Context, key string, data []byte) error {
+	k, err := b.objectKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = b.api.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           aws.String(k),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		IfNoneMatch:   aws.String("*"),
+	})
+	switch {
+	case err == nil:
+		return nil
+	case isCode(err, "NotImplemented"):
+		return fmt.Errorf("s3store: create %s: the server does not implement conditional writes (If-None-Match): %w",
+			b.where(k), store.ErrNotExclusive)
+	case isCode(err, "PreconditionFailed", "ConditionalRequestConflict"):
+		_, herr := b.headBlob(ctx, k)
+		switch {
+		case herr == nil:
+			return fmt.Errorf("s3store: create %s: %w", b.where(k), store.ErrExist)
+		case errors.Is(herr, store.ErrNotFound) && isCode(err, "PreconditionFailed"):
+			return fmt.Errorf("s3store: create %s: its current version is a delete marker, which the server counts as existing: %w",
+				b.where(k), store.ErrNotExclusive)
+		case errors.Is(herr, store.ErrNotFound):
+			return mapErr("create", b.where(k), err) // a concurrent write in flight: try again
+		}
+		return herr
+	}
+	return mapErr("create", b.where(k), err)
 }
 
 // sameBlob returns nil if the store key k holds exactly data, an error
