@@ -15,8 +15,8 @@ import (
 
 var errUnreachable = errors.New("fake: dial tcp: connection refused")
 
-// fakeBlobs is a store.Blobs in memory with the create-only Put of the
-// real backends. It can be switched unreachable, or made to lose the
+// fakeBlobs is a store.Blobs and store.Creator in memory with the
+// create-only Put of the real backends. It can be switched unreachable, or made to lose the
 // answer of a Put that did store its bytes.
 type fakeBlobs struct {
 	mu      sync.Mutex
@@ -71,6 +71,27 @@ func (f *fakeBlobs) Put(ctx context.Context, key string, data []byte) error {
 			return nil
 		}
 		return fmt.Errorf("fake: put %s: the key already holds different bytes", key)
+	}
+	f.objs[key] = bytes.Clone(data)
+	f.puts = append(f.puts, key)
+	if f.lostAck {
+		return errUnreachable
+	}
+	return nil
+}
+
+// Create is the exclusive create of store.Creator.
+func (f *fakeBlobs) Create(ctx context.Context, key string, data []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := store.CheckKey(key); err != nil {
+		return err
+	}
+	if f.down {
+		return errUnreachable
+	}
+	if _, ok := f.objs[key]; ok {
+		return fmt.Errorf("fake: create %s: %w", key, store.ErrExist)
 	}
 	f.objs[key] = bytes.Clone(data)
 	f.puts = append(f.puts, key)

@@ -21,10 +21,11 @@ const (
 	closeTimeout = time.Minute      // Close's last delivery
 )
 
-// binding is the object runs/<run-id>/run.json. It carries the time, host
-// and pid of the mount that created it, so that a second first mount
-// racing with it writes other bytes, fails the create-only Put, and reads
-// the winner's binding instead of also claiming run_start.
+// binding is the object runs/<run-id>/run.json. It is made with an
+// exclusive create (store.Creator), so that of two first mounts racing,
+// exactly one claims run_start and the other reads the winner's binding.
+// It carries the time, host and pid of the mount that created it, so that
+// a create whose answer was lost can tell its own binding from another's.
 type binding struct {
 	RunID  string        `json:"run_id"`
 	Digest verify.Digest `json:"digest"`
@@ -94,7 +95,7 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 	}
 	kind, err := s.bind(ctx)
 	switch {
-	case errors.Is(err, ErrDigestChanged):
+	case errors.Is(err, ErrDigestChanged), errors.Is(err, store.ErrNotExclusive):
 		return nil, err
 	case err == nil:
 		s.verified.Store(true)
@@ -129,25 +130,34 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 
 // bind checks the store's binding of the run against s.digest, creating
 // it if there is none, and returns RunStart or Resume. The error wraps
-// ErrDigestChanged if the run is bound to another digest; any other error
-// means the binding could not be checked.
+// ErrDigestChanged if the run is bound to another digest, and
+// store.ErrNotExclusive if the binding cannot be created exclusively (the
+// run must not be bound then: two first mounts could both claim
+// run_start); any other error means the binding could not be checked.
 func (s *remoteSink) bind(ctx context.Context) (string, error) {
 	key := bindingKey(s.runID)
 	data, err := s.blobs.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
+		c, ok := s.blobs.(store.Creator)
+		if !ok {
+			return "", fmt.Errorf("runrecord: %s: %w: refusing to bind run %s", s.url, store.ErrNotExclusive, s.runID)
+		}
 		host, _ := os.Hostname()
 		mine, merr := json.Marshal(binding{RunID: s.runID, Digest: s.digest, Time: time.Now().UTC(), Host: host, PID: os.Getpid()})
 		if merr != nil {
 			return "", merr
 		}
 		mine = append(mine, '\n')
-		perr := s.blobs.Put(ctx, key, mine)
-		if perr == nil {
+		cerr := c.Create(ctx, key, mine)
+		switch {
+		case cerr == nil:
 			return RunStart, nil
+		case errors.Is(cerr, store.ErrNotExclusive):
+			return "", fmt.Errorf("runrecord: %w: refusing to bind run %s", cerr, s.runID)
 		}
-		// Another mount created it first, or the Put failed: look again.
+		// Another mount created it first, or the create failed: look again.
 		if data, err = s.blobs.Get(ctx, key); err != nil {
-			return "", fmt.Errorf("create %s: %w", key, perr)
+			return "", fmt.Errorf("create %s: %w", key, cerr)
 		}
 		if bytes.Equal(data, mine) {
 			return RunStart, nil // our Put landed; only its answer was lost
@@ -233,9 +243,9 @@ func (s *remoteSink) flush(ctx context.Context) error {
 	}
 	if !s.verified.Load() {
 		_, err := s.bind(ctx)
-		if errors.Is(err, ErrDigestChanged) {
+		if errors.Is(err, ErrDigestChanged) || errors.Is(err, store.ErrNotExclusive) {
 			s.mu.Lock()
-			s.fatal = fmt.Errorf("runrecord: run %s resumed offline, but the store disagrees: %w", s.runID, err)
+			s.fatal = fmt.Errorf("runrecord: run %s resumed offline, but the store's binding cannot be confirmed: %w", s.runID, err)
 			s.mu.Unlock()
 			return s.fatal
 		}

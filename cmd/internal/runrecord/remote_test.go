@@ -1,6 +1,7 @@
 package runrecord
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -411,5 +413,31 @@ func TestRemoteSameTimeEvents(t *testing.T) {
 	closeOK(t, r)
 	if es := f.events(t, "run-s"); kinds(es) != "mismatch,mismatch,run_start" {
 		t.Fatalf("store holds %s", kinds(es))
+	}
+}
+
+// TestRemoteBindNeedsExclusiveCreate: a store that cannot create the
+// binding exclusively (no store.Creator) is refused, and nothing is
+// stored or spooled.
+func TestRemoteBindNeedsExclusiveCreate(t *testing.T) {
+	f, spool := newFake(), t.TempDir()
+	o := remoteOptions(f, spool, "run-s", digestA)
+	o.Open = func(ctx context.Context, url string) (store.Blobs, error) {
+		b, err := f.open(ctx, url)
+		return struct{ store.Blobs }{b}, err // Get and Put only
+	}
+	r, err := Open(t.Context(), o)
+	if err == nil {
+		r.Close(t.Context())
+		t.Fatal("Open bound a run on a store without an exclusive create")
+	}
+	if !errors.Is(err, store.ErrNotExclusive) || !strings.Contains(err.Error(), "refusing to bind run run-s") {
+		t.Fatalf("Open = %v; want a refusal wrapping store.ErrNotExclusive", err)
+	}
+	if keys := f.putOrder(); len(keys) > 0 {
+		t.Fatalf("a refused bind stored %v", keys)
+	}
+	if es := spooled(t, spool, "run-s"); len(es) > 0 {
+		t.Fatalf("a refused bind spooled %s", kinds(es))
 	}
 }

@@ -1,0 +1,176 @@
+package runrecord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/pinfs/pinfs/integration/s3test"
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/dial"
+)
+
+// realRecords runs versitygw with a versioned bucket "records" and points
+// the AWS environment at endpoint, or at the server when endpoint is "".
+// It returns the server and Options for run id at s3://records/pinfs.
+func realRecords(t *testing.T, endpoint func(s *s3test.Server) string, runID string) (*s3test.Server, Options) {
+	t.Helper()
+	s := s3test.Start(t)
+	s.CreateBucket(t, "records", true)
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	if endpoint != nil {
+		t.Setenv("AWS_ENDPOINT_URL_S3", endpoint(s))
+		t.Setenv("AWS_ENDPOINT_URL", endpoint(s))
+	}
+	return s, Options{
+		URL: "s3://records/pinfs", RunID: runID, Digest: digestA, SpoolDir: t.TempDir(),
+		Open: func(ctx context.Context, u string) (store.Blobs, error) { return dial.Open(ctx, u) },
+	}
+}
+
+// keys lists the current keys of bucket records under prefix.
+func keys(t testing.TB, s *s3test.Server, prefix string) []string {
+	t.Helper()
+	out, err := s.Client(t).ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: aws.String("records"), Prefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, o := range out.Contents {
+		ks = append(ks, aws.ToString(o.Key))
+	}
+	return ks
+}
+
+// refuseNotExclusive checks that Open failed because the binding could
+// not be created exclusively, and that nothing of the run was stored.
+func refuseNotExclusive(t *testing.T, s *s3test.Server, o Options, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("Open bound run %s although the store cannot create its binding exclusively", o.RunID)
+	}
+	if !errors.Is(err, store.ErrNotExclusive) || !strings.Contains(err.Error(), "refusing to bind run "+o.RunID) {
+		t.Fatalf("Open: want a refusal wrapping store.ErrNotExclusive, got %v", err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("the refusal is not one line: %q", err)
+	}
+	if ks := keys(t, s, "pinfs/runs/"+o.RunID+"/"); len(ks) > 0 {
+		t.Fatalf("a refused bind stored %v", ks)
+	}
+}
+
+// TestS3BindRefusedWithoutConditionalWrites: a server that answers
+// NotImplemented to If-None-Match cannot make the binding exclusive, so
+// the run must not be bound (an unconditional PUT would let two first
+// mounts both claim run_start).
+func TestS3BindRefusedWithoutConditionalWrites(t *testing.T) {
+	var conditional sync.Map
+	s, o := realRecords(t, func(s *s3test.Server) string {
+		target, _ := url.Parse(s.Endpoint)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		p := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && r.Header.Get("If-None-Match") != "" {
+				conditional.Store(r.URL.Path, true)
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusNotImplemented)
+				fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>NotImplemented</Code>`+
+					`<Message>A header you provided implies functionality that is not implemented.</Message></Error>`)
+				return
+			}
+			rp.ServeHTTP(w, r)
+		}))
+		t.Cleanup(p.Close)
+		return p.URL
+	}, "run-ni")
+	r, err := Open(t.Context(), o)
+	if err == nil {
+		r.Close(t.Context())
+	}
+	if _, ok := conditional.Load("/records/pinfs/runs/run-ni/run.json"); !ok && err == nil {
+		t.Fatal("the binding was not even tried with If-None-Match")
+	}
+	refuseNotExclusive(t, s, o, err)
+	if !strings.Contains(err.Error(), "If-None-Match") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+}
+
+// TestS3BindRefusedOverDeleteMarker: versitygw counts a delete marker as
+// existing for If-None-Match, so a binding whose current version is a
+// delete marker cannot be created exclusively: refused, not overwritten
+// unconditionally.
+func TestS3BindRefusedOverDeleteMarker(t *testing.T) {
+	s, o := realRecords(t, nil, "run-dm")
+	key := "pinfs/runs/run-dm/run.json"
+	s.Put(t, "records", key, []byte("an old binding, deleted\n"))
+	if _, err := s.Client(t).DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String("records"), Key: aws.String(key)}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(t.Context(), o)
+	if err == nil {
+		r.Close(t.Context())
+	}
+	refuseNotExclusive(t, s, o, err)
+	if !strings.Contains(err.Error(), "delete marker") {
+		t.Errorf("the refusal does not say why: %v", err)
+	}
+}
+
+// TestS3ConcurrentFirstMounts: two first mounts of one run id at the same
+// time (two hosts, two spools) against a real server: exactly one starts
+// the run, the other resumes it.
+func TestS3ConcurrentFirstMounts(t *testing.T) {
+	s, o := realRecords(t, nil, "")
+	for i := range 5 {
+		o := o
+		o.RunID = fmt.Sprintf("race-%d", i)
+		var (
+			wg   sync.WaitGroup
+			recs [2]*Record
+			errs [2]error
+		)
+		start := make(chan struct{})
+		for j := range recs {
+			o := o
+			o.SpoolDir = t.TempDir()
+			wg.Go(func() {
+				<-start
+				recs[j], errs[j] = Open(t.Context(), o)
+			})
+		}
+		close(start)
+		wg.Wait()
+		starts := 0
+		for j, r := range recs {
+			if errs[j] != nil {
+				t.Fatalf("%s: Open %d: %v", o.RunID, j, errs[j])
+			}
+			if !r.Resumed() {
+				starts++
+			}
+			closeOK(t, r)
+		}
+		var stored []string
+		for _, k := range keys(t, s, "pinfs/runs/"+o.RunID+"/events/") {
+			_, name, _ := strings.Cut(k, "/events/")
+			stored = append(stored, strings.Split(name, "-")[2])
+		}
+		if starts != 1 || strings.Count(strings.Join(stored, ","), RunStart) != 1 {
+			t.Fatalf("%s: %d mounts started the run; stored events %v", o.RunID, starts, stored)
+		}
+	}
+}
