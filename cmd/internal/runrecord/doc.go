@@ -43,6 +43,14 @@
 // offline. Its events are spooled, and the delivery checks the store's
 // binding before it sends any of them.
 //
+// # Local files
+//
+// The record file, the spool, its lock and the local binding are opened
+// with O_NOFOLLOW (and close-on-exec): a symbolic link planted at one of
+// those paths makes Open fail instead of being followed, so no other file
+// is read as a record or appended to. Directories the record creates are
+// 0700.
+//
 // # Consumed set
 //
 // A Tracker records, cheaply and concurrently, which members a mount read

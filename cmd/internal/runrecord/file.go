@@ -113,13 +113,36 @@ func writeAtomic(p string, data []byte) (err error) {
 	return store.SyncDir(dir)
 }
 
+// openFile is os.OpenFile (which sets O_CLOEXEC) with O_NOFOLLOW: a
+// symbolic link planted at p, say in a cache dir that another user could
+// write to, makes it fail rather than be followed to a file of the
+// attacker's choosing.
+func openFile(p string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", p, err)
+	}
+	return f, err
+}
+
+// readFile is os.ReadFile through openFile.
+func readFile(p string) ([]byte, error) {
+	f, err := openFile(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAll(f)
+}
+
 // openAppend opens p for appending (creating it 0644 and syncing its
-// directory if it is new) and for reading back.
+// directory if it is new) and for reading back, never through a
+// symbolic link.
 func openAppend(p string) (*os.File, error) {
 	created := false
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_APPEND, 0)
+	f, err := openFile(p, os.O_RDWR|os.O_APPEND, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		f, err = os.OpenFile(p, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
+		f, err = openFile(p, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 		created = true
 	}
 	if err != nil {

@@ -24,7 +24,7 @@ type localSink struct {
 // or Resume. If the run is bound to another digest it fails with
 // ErrDigestChanged and writes nothing.
 func openLocal(p, runID string, digest verify.Digest, first func(kind string) ([]byte, error)) (_ *localSink, err error) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fmt.Errorf("runrecord: %w", err)
 	}
 	f, err := openAppend(p)

@@ -47,10 +47,10 @@ func openSpool(dir, runID string) (*spool, error) {
 	if dir == "" {
 		return nil, errors.New("runrecord: a run record in a store needs a spool directory")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("runrecord: spool: %w", err)
 	}
-	lf, err := os.OpenFile(filepath.Join(dir, runID+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	lf, err := openFile(filepath.Join(dir, runID+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("runrecord: spool: %w", err)
 	}
@@ -145,7 +145,7 @@ func (s *spool) remove(delivered map[string]bool) (int, error) {
 // which Emit never acknowledged: it is skipped, and dropped by the next
 // rewrite.
 func (s *spool) read() ([]spoolEntry, error) {
-	data, err := os.ReadFile(s.path)
+	data, err := readFile(s.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -171,7 +171,7 @@ func (s *spool) read() ([]spoolEntry, error) {
 
 // binding returns the run's local binding, or nil if there is none.
 func (s *spool) binding() (*localBinding, error) {
-	data, err := os.ReadFile(s.bind)
+	data, err := readFile(s.bind)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
