@@ -109,6 +109,7 @@ func openDisk(t testing.TB, dir string, limit int64) *Disk {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	return d
 }
 
@@ -166,32 +167,45 @@ func TestDiskDisabled(t *testing.T) {
 	nilDisk.Remove(k)
 }
 
+// age sets the modification time of k's block file to base + i minutes.
+func age(t testing.TB, d *Disk, k Key, base time.Time, i int) {
+	t.Helper()
+	mt := base.Add(time.Duration(i) * time.Minute)
+	if err := os.Chtimes(d.path(k), mt, mt); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDiskLRU(t *testing.T) {
 	dir := t.TempDir()
 	const bs = 1000
-	d := openDisk(t, dir, 3*bs)
-	for i := range 3 {
+	d := openDisk(t, dir, 8*bs) // low-water mark 7 blocks
+	base := time.Now().Add(-time.Hour)
+	for i := range 8 {
 		k := key(i, 0)
 		d.Put(k, block(k, bs))
+		age(t, d, k, base, i) // 0 is the oldest
 	}
-	d.Get(key(0, 0)) // 0 is now the most recently used; 1 the least
-	d.Put(key(3, 0), block(key(3, 0), bs))
-	if _, ok := d.Get(key(1, 0)); ok {
-		t.Fatal("least recently used block survived")
+	if st := d.Stats(); st.Evictions != 0 || st.Bytes != 8*bs {
+		t.Fatalf("full tier: %+v", st)
 	}
-	for _, i := range []int{0, 2, 3} {
-		if _, ok := d.Get(key(i, 0)); !ok {
-			t.Fatalf("block %d evicted", i)
+	d.Get(key(0, 0)) // 0 is now the most recently used; 1 and 2 the least
+	// A ninth block: the tier evicts down to 7 blocks less room for it.
+	d.Put(key(8, 0), block(key(8, 0), bs))
+	for i := range 9 {
+		_, ok := d.Get(key(i, 0))
+		if want := i != 1 && i != 2; ok != want {
+			t.Errorf("block %d held: %v, want %v", i, ok, want)
 		}
 	}
 	st := d.Stats()
-	if st.Bytes != 3*bs || st.Evictions != 1 || len(files(t, dir)) != 3 {
+	if st.Bytes != 7*bs || st.Blocks != 7 || st.Evictions != 2 || len(files(t, dir)) != 7 {
 		t.Fatalf("stats %+v, files %v", st, files(t, dir))
 	}
 	// A block larger than the whole budget is not cached and evicts nothing.
 	big := key(9, 0)
-	d.Put(big, block(big, 4*bs))
-	if _, ok := d.Get(big); ok || d.Stats().Blocks != 3 {
+	d.Put(big, block(big, 9*bs))
+	if _, ok := d.Get(big); ok || d.Stats().Blocks != 7 {
 		t.Fatal("an oversized block was cached")
 	}
 }
@@ -252,10 +266,11 @@ func TestDiskVanishedFile(t *testing.T) {
 	k := key(1, 0)
 	d.Put(k, block(k, 100))
 	os.Remove(d.path(k))
-	if _, ok := d.Get(k); ok {
+	if _, ok := d.Get(k); ok || d.Has(k) {
 		t.Fatal("hit for a deleted file")
 	}
-	if st := d.Stats(); st.Blocks != 0 || st.Bytes != 0 {
+	// The totals are corrected by the next listing of the directory.
+	if st := openDisk(t, d.Dir(), 1<<20).Stats(); st.Blocks != 0 || st.Bytes != 0 {
 		t.Fatalf("a vanished file is still accounted: %+v", st)
 	}
 }

@@ -1,9 +1,12 @@
 package cache
 
 import (
-	"container/list"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,72 +15,166 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tmpPrefix starts the name of a block file that is still being written.
-// Such a file is never read, and Open removes any left over by a crash.
+// Such a file is never read, and a scan removes any left over by a crash.
 const tmpPrefix = ".tmp-"
+
+// The directory's totals, "<bytes> <blocks>", are kept in the extended
+// attribute usageAttr of the directory, or, on a file system without user
+// extended attributes, as the target of the symbolic link usageName in it.
+// Neither is a regular file, so nothing that sums the directory's regular
+// files counts them with the blocks.
+const (
+	usageAttr = "user.pinfs.usage"
+	usageName = ".usage"
+)
 
 // Disk is the disk tier: one file per block under a directory, at
 // <dir>/<hex[:2]>/<hex>-<index>, bounded by the sum of the files' sizes and
 // evicting the least recently used block first. It is safe for concurrent
-// use, also by several Readers; two Disks must not share a directory.
+// use, also by several Readers, and several Disks, in one process or in
+// several, may share a directory: the budget holds for the directory.
 //
-// Get does not verify: the bytes are whatever the file holds, and the
-// caller verifies them and calls Remove for a block that fails. Put writes
-// a temporary file in the block's directory and renames it, so no partial
-// block is ever visible under a block's name. Data is not fsynced: after a
-// crash a block may be empty or torn, which verification catches.
+// The directory is the index: Get and Has look for the block's file, so
+// a block another process wrote is found. Get does not verify: the bytes
+// are whatever the file holds, and the caller verifies them and calls
+// Remove for a block that fails. Put writes a temporary file in the
+// block's directory and renames it, so no partial block is ever visible
+// under a block's name. Data is not fsynced: after a crash a block may be
+// empty or torn, which verification catches.
 //
-// The recency order is kept in memory. Open seeds it from the files'
-// modification times, and Get touches the file it serves, so that the order
-// roughly survives a restart.
+// # Shared accounting
+//
+// Put, Remove and eviction hold an exclusive flock on the directory and
+// keep the directory's totals in an extended attribute of the directory
+// (user.pinfs.usage; <dir>/.usage, a symbolic link, where the file system
+// has none). When a Put would take the
+// directory over its budget, the Disk lists the directory and removes the
+// files with the oldest modification times (Get touches the file it
+// serves) down to a low-water mark of 7/8 of the budget, so that listings
+// are rare. A listing also corrects totals that drifted (a crash between
+// a rename and the update of the totals, files removed by hand). Disks that
+// share a directory with different budgets each enforce their own when
+// they write; the smallest wins.
+//
+// # Failures
+//
+// The tier is a cache: writing it is best effort. A directory that cannot
+// be created disables the tier; a directory that cannot be written serves
+// the blocks it holds. A Put that fails is counted (DiskStats.WriteErrors)
+// and the first failure is logged; reads go on from the store.
 type Disk struct {
 	dir   string
 	limit int64
+	log   *slog.Logger
 
-	// mu guards lru, index and bytes, and is held while a block file is
-	// renamed into place or removed, so that index and directory agree.
-	mu    sync.Mutex
-	lru   *list.List // of *diskEntry, most recently used first
-	index map[Key]*list.Element
-	bytes int64
+	// mu serialises this Disk's holders of the directory's flock: flock
+	// does not exclude two users of one open directory.
+	mu   sync.Mutex
+	lock *os.File // the directory, opened to flock it; nil when disabled
 
-	hits, misses, evictions, writes, removed atomic.Int64
+	// bytes and blocks are the directory's totals as last seen under the
+	// lock.
+	bytes, blocks atomic.Int64
+
+	hits, misses, evictions, writes, removed, writeErrors atomic.Int64
+	warned                                                atomic.Bool
 }
 
-type diskEntry struct {
-	key  Key
-	size int64
-}
-
-// DiskStats counts the disk tier's activity.
+// DiskStats counts the disk tier's activity. Bytes and Blocks are the
+// directory's, shared with any other Disk there; the rest are this Disk's.
 type DiskStats struct {
 	Hits, Misses int64
-	Bytes        int64 // bytes held now
-	Blocks       int64 // blocks held now
+	Bytes        int64 // bytes held now in the directory
+	Blocks       int64 // blocks held now in the directory
 	Evictions    int64 // blocks evicted to stay within the budget
 	Writes       int64 // blocks written
 	Removed      int64 // blocks dropped by Remove or found unreadable
+	WriteErrors  int64 // blocks that could not be written
 }
 
-// OpenDisk opens the disk tier in dir with a budget of limit bytes, creating
-// dir if needed. It scans dir to rebuild the size accounting and the recency
-// order, removes temporary files left by an earlier process, and evicts down
+// DiskOption configures OpenDisk.
+type DiskOption func(*Disk)
+
+// WithLogger makes the tier log to l: a directory it cannot use, and the
+// first write that fails. The default discards.
+func WithLogger(l *slog.Logger) DiskOption {
+	return func(d *Disk) {
+		if l != nil {
+			d.log = l
+		}
+	}
+}
+
+// OpenDisk opens the disk tier in dir with a budget of limit bytes,
+// creating dir if needed. It lists dir to correct the directory's totals,
+// removes temporary files abandoned by an earlier process, and evicts down
 // to limit. A limit <= 0 disables the tier: dir is not touched, Get always
 // misses and Put does nothing.
-func OpenDisk(dir string, limit int64) (*Disk, error) {
-	d := &Disk{dir: dir, limit: limit, lru: list.New(), index: make(map[Key]*list.Element)}
+//
+// A directory that cannot be created or opened disables the tier, and one
+// that cannot be written gives a tier that only serves the blocks already
+// there; both are logged as warnings, not returned: the mount serves from
+// the store all the same. The only error is an empty dir.
+func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
+	d := &Disk{dir: dir, limit: limit, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(d)
+	}
 	if limit <= 0 {
 		return d, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
+	if dir == "" {
+		return nil, errors.New("cache: disk tier: no directory")
 	}
-	if err := d.scan(); err != nil {
-		return nil, fmt.Errorf("cache: scanning %s: %w", dir, err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return d.disable(err), nil
+	}
+	lock, err := os.Open(dir)
+	if err != nil {
+		return d.disable(err), nil
+	}
+	d.lock = lock
+	var werr error
+	err = d.locked(func(t *totals) error {
+		if err := d.evictLocked(t, 0, d.limit); err != nil {
+			return err
+		}
+		werr = d.writeUsage(*t) // also tells whether the directory can be written
+		return nil
+	})
+	if err != nil {
+		d.lock.Close()
+		d.lock = nil
+		return d.disable(err), nil
+	}
+	if werr != nil {
+		d.warned.Store(true)
+		d.writeErrors.Add(1)
+		d.log.Warn("disk cache: the directory cannot be written: blocks already there are served, new ones are not kept",
+			"dir", dir, "err", err)
 	}
 	return d, nil
+}
+
+// disable turns d into a disabled tier after err, and logs it.
+func (d *Disk) disable(err error) *Disk {
+	d.log.Warn("disk cache disabled: its directory cannot be used; reads are served from the store",
+		"dir", d.dir, "err", err)
+	d.limit = 0
+	return d
+}
+
+// Close releases the directory. The tier must not be used afterwards.
+func (d *Disk) Close() error {
+	if d == nil || d.lock == nil {
+		return nil
+	}
+	return d.lock.Close()
 }
 
 // Dir returns the tier's directory.
@@ -92,91 +189,129 @@ func (d *Disk) path(k Key) string {
 }
 
 // Get returns the bytes of k's block file, unverified, and marks the block
-// as recently used. A block whose file has gone or cannot be read is
-// forgotten and reported as a miss.
+// as recently used. A block whose file cannot be read, or has an
+// impossible size, is removed and reported as a miss.
 func (d *Disk) Get(k Key) ([]byte, bool) {
 	if !d.enabled() {
 		return nil, false
 	}
-	d.mu.Lock()
-	e, ok := d.index[k]
-	if ok {
-		d.lru.MoveToFront(e)
-	}
-	d.mu.Unlock()
-	if !ok {
-		d.misses.Add(1)
-		return nil, false
-	}
 	p := d.path(k)
-	b, err := os.ReadFile(p)
+	b, err := readBlock(p)
 	if err != nil {
-		d.Remove(k)
+		if !errors.Is(err, fs.ErrNotExist) {
+			d.Remove(k)
+		}
 		d.misses.Add(1)
 		return nil, false
 	}
 	now := time.Now()
-	_ = os.Chtimes(p, now, now) // best effort: only the order after a restart depends on it
+	_ = os.Chtimes(p, now, now) // best effort: only the eviction order depends on it
 	d.hits.Add(1)
 	return b, true
 }
 
-// Put stores b as k's block unless it is already there or is larger than
-// the whole budget, then evicts least recently used blocks until the tier
-// is within its budget again.
-func (d *Disk) Put(k Key, b []byte) error {
-	if !d.enabled() || int64(len(b)) > d.limit {
-		return nil
+// readBlock reads a block file of 1 to BlockSize bytes.
+func readBlock(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
 	}
-	if d.touch(k) {
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() <= 0 || info.Size() > BlockSize {
+		return nil, fmt.Errorf("%s: not a block file (%v, %d bytes)", p, info.Mode().Type(), info.Size())
+	}
+	b := make([]byte, info.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Put stores b as k's block unless it is already there or is larger than
+// the whole budget, evicting least recently used blocks first when the
+// directory would go over its budget. An error is also counted and, the
+// first time, logged; it leaves the tier as it was.
+func (d *Disk) Put(k Key, b []byte) error {
+	n := int64(len(b))
+	if !d.enabled() || n > d.limit {
 		return nil
 	}
 	final := d.path(k)
-	sub := filepath.Dir(final)
-	if err := os.MkdirAll(sub, 0o755); err != nil {
-		return fmt.Errorf("cache: %w", err)
-	}
-	f, err := os.CreateTemp(sub, tmpPrefix+"*")
-	if err != nil {
-		return fmt.Errorf("cache: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cache: writing block %v: %w", k, werr)
-	}
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if e, ok := d.index[k]; ok { // another Put won the race
-		d.lru.MoveToFront(e)
-		os.Remove(tmp)
+	if d.Has(k) {
+		now := time.Now()
+		_ = os.Chtimes(final, now, now)
 		return nil
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cache: %w", err)
+	if d.lock == nil {
+		return d.writeFailed(k, errors.New("the directory cannot be written"))
 	}
-	d.index[k] = d.lru.PushFront(&diskEntry{key: k, size: int64(len(b))})
-	d.bytes += int64(len(b))
-	d.writes.Add(1)
-	d.evictLocked()
+	tmp, err := writeTemp(filepath.Dir(final), b)
+	if err != nil {
+		return d.writeFailed(k, err)
+	}
+	wrote := false
+	err = d.locked(func(t *totals) error {
+		if _, err := os.Lstat(final); err == nil {
+			return nil // another Put, perhaps of another process, won the race
+		}
+		if !t.ok || t.bytes+n > d.limit {
+			if err := d.evictLocked(t, n, d.lowWater()-n); err != nil {
+				return err
+			}
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			return err
+		}
+		t.bytes += n
+		t.blocks++
+		wrote = true
+		return nil
+	})
+	if !wrote {
+		os.Remove(tmp)
+	}
+	if err != nil {
+		return d.writeFailed(k, err)
+	}
+	if wrote {
+		d.writes.Add(1)
+	}
 	return nil
 }
 
-// touch marks k as recently used and reports whether it is held.
-func (d *Disk) touch(k Key) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e, ok := d.index[k]
-	if ok {
-		d.lru.MoveToFront(e)
+// writeTemp writes b to a new temporary file in dir and returns its name.
+func writeTemp(dir string, b []byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
-	return ok
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// writeFailed counts a Put of k that failed with err, logs the first, and
+// returns err wrapped.
+func (d *Disk) writeFailed(k Key, err error) error {
+	d.writeErrors.Add(1)
+	if d.warned.CompareAndSwap(false, true) {
+		d.log.Warn("disk cache: cannot store blocks; reads go on from the store (logged once, counted in pinfs_disk_cache_write_errors_total)",
+			"dir", d.dir, "err", err)
+	}
+	return fmt.Errorf("cache: writing block %v: %w", k, err)
 }
 
 // Has reports whether k's block is in the tier, without reading it.
@@ -184,65 +319,184 @@ func (d *Disk) Has(k Key) bool {
 	if !d.enabled() {
 		return false
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.index[k]
-	return ok
+	info, err := os.Lstat(d.path(k))
+	return err == nil && info.Mode().IsRegular() && info.Size() > 0 && info.Size() <= BlockSize
 }
 
 // Remove drops k's block, for example after it failed verification.
 func (d *Disk) Remove(k Key) {
-	if !d.enabled() {
+	if !d.enabled() || d.lock == nil {
 		return
 	}
+	p := d.path(k)
+	d.locked(func(t *totals) error {
+		info, err := os.Lstat(p)
+		if err != nil || os.Remove(p) != nil {
+			return nil
+		}
+		if isBlockSize(info.Size()) {
+			t.bytes -= info.Size()
+			t.blocks--
+		}
+		d.removed.Add(1)
+		return nil
+	})
+}
+
+func isBlockSize(n int64) bool { return n > 0 && n <= BlockSize }
+
+// totals are the directory's block bytes and count; ok is false when
+// they are missing or unreadable, and the directory must be listed.
+type totals struct {
+	bytes, blocks int64
+	ok            bool
+}
+
+// locked runs f holding the directory's lock, with the directory's totals,
+// and writes back the totals f leaves (unless f fails).
+func (d *Disk) locked(f func(*totals) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e, ok := d.index[k]; ok {
-		d.dropLocked(e)
-		d.removed.Add(1)
+	fd := int(d.lock.Fd())
+	if err := flock(fd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", d.dir, err)
+	}
+	defer flock(fd, unix.LOCK_UN)
+	t := d.readUsage()
+	before := t
+	err := f(&t)
+	if t.bytes < 0 || t.blocks < 0 {
+		t = totals{} // drifted: the next writer lists the directory
+	}
+	if t != before {
+		d.writeUsage(t)
+	}
+	if t.ok {
+		d.bytes.Store(t.bytes)
+		d.blocks.Store(t.blocks)
+	}
+	return err
+}
+
+// flock calls flock(2), again when a signal interrupts it.
+func flock(fd, how int) error {
+	for {
+		err := unix.Flock(fd, how)
+		if err != unix.EINTR {
+			return err
+		}
 	}
 }
 
-// evictLocked drops least recently used blocks until the tier fits its
-// budget. d.mu must be held.
-func (d *Disk) evictLocked() {
-	for d.bytes > d.limit {
-		e := d.lru.Back()
-		if e == nil {
-			return
+// readUsage reads the directory's totals. The caller holds the lock.
+func (d *Disk) readUsage() totals {
+	var buf [64]byte
+	var s string
+	n, err := getxattr(int(d.lock.Fd()), usageAttr, buf[:])
+	switch {
+	case err == nil:
+		s = string(buf[:n])
+	case errors.Is(err, unix.ENOTSUP):
+		if s, err = os.Readlink(filepath.Join(d.dir, usageName)); err != nil {
+			return totals{}
 		}
-		d.dropLocked(e)
+	default:
+		return totals{}
+	}
+	a, b, ok := strings.Cut(s, " ")
+	bytes, err1 := strconv.ParseInt(a, 10, 64)
+	blocks, err2 := strconv.ParseInt(b, 10, 64)
+	if !ok || err1 != nil || err2 != nil || bytes < 0 || blocks < 0 {
+		return totals{}
+	}
+	return totals{bytes: bytes, blocks: blocks, ok: true}
+}
+
+// writeUsage stores t as the directory's totals ("unknown" when t is not
+// ok). The caller holds the lock.
+func (d *Disk) writeUsage(t totals) error {
+	target := "unknown"
+	if t.ok {
+		target = strconv.FormatInt(t.bytes, 10) + " " + strconv.FormatInt(t.blocks, 10)
+	}
+	err := setxattr(int(d.lock.Fd()), usageAttr, []byte(target), 0)
+	if !errors.Is(err, unix.ENOTSUP) {
+		return err
+	}
+	// No user extended attributes here: a symbolic link, replaced
+	// atomically (slower: two more directory entries changed per write).
+	tmp := filepath.Join(d.dir, tmpPrefix+usageName)
+	os.Remove(tmp) // left by a crash
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(d.dir, usageName)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// getxattr and setxattr are unix.Fgetxattr and unix.Fsetxattr; a test
+// replaces them to take the path of a file system without them.
+var (
+	getxattr = unix.Fgetxattr
+	setxattr = unix.Fsetxattr
+)
+
+// lowWater is what an eviction leaves in the directory, at most: 7/8 of
+// the budget, so that the next few Puts need no listing.
+func (d *Disk) lowWater() int64 { return d.limit - d.limit/8 }
+
+// evictLocked lists the directory and sets t to what it holds. If that
+// plus n more bytes is over the budget, it removes the least recently used
+// blocks until at most target bytes are left. The caller holds the lock.
+func (d *Disk) evictLocked(t *totals, n, target int64) error {
+	all, err := d.list()
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, f := range all {
+		total += f.size
+	}
+	*t = totals{bytes: total, blocks: int64(len(all)), ok: true}
+	if total+n <= d.limit {
+		return nil
+	}
+	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
+	for _, f := range all {
+		if t.bytes <= target {
+			break
+		}
+		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			continue // cannot be removed (a read-only directory): still counted
+		}
+		t.bytes -= f.size
+		t.blocks--
 		d.evictions.Add(1)
 	}
+	return nil
 }
 
-// dropLocked removes e's file and forgets e. d.mu must be held.
-func (d *Disk) dropLocked(e *list.Element) {
-	de := e.Value.(*diskEntry)
-	// A file that cannot be removed stays behind unaccounted until the
-	// next Open; the index forgets it all the same.
-	os.Remove(d.path(de.key))
-	d.lru.Remove(e)
-	delete(d.index, de.key)
-	d.bytes -= de.size
+// found is a block file seen by list.
+type found struct {
+	path  string
+	size  int64
+	mtime time.Time
 }
 
-// staleTemp is the age after which scan removes a temporary file.
+// staleTemp is the age after which a listing removes a temporary file.
 const staleTemp = 10 * time.Minute
 
-// scan rebuilds the index from the directory. Files that are not block
-// files are left alone and not counted; temporary files and block files of
-// impossible sizes are removed.
-func (d *Disk) scan() error {
-	type found struct {
-		key   Key
-		size  int64
-		mtime time.Time
-	}
+// list returns the directory's block files. Files that are not block
+// files are left alone and not listed; temporary files abandoned long ago
+// and block files of impossible sizes are removed.
+func (d *Disk) list() ([]found, error) {
 	var all []found
 	subs, err := os.ReadDir(d.dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, sub := range subs {
 		if !sub.IsDir() || !isHex(sub.Name(), 2) {
@@ -251,7 +505,7 @@ func (d *Disk) scan() error {
 		subdir := filepath.Join(d.dir, sub.Name())
 		files, err := os.ReadDir(subdir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, f := range files {
 			name := f.Name()
@@ -264,7 +518,7 @@ func (d *Disk) scan() error {
 				}
 				continue
 			}
-			k, ok := parseName(name)
+			_, ok := parseName(name)
 			if !ok || name[:2] != sub.Name() || !f.Type().IsRegular() {
 				continue
 			}
@@ -272,22 +526,14 @@ func (d *Disk) scan() error {
 			if err != nil {
 				continue // removed meanwhile
 			}
-			if info.Size() <= 0 || info.Size() > BlockSize {
+			if !isBlockSize(info.Size()) {
 				os.Remove(p)
 				continue
 			}
-			all = append(all, found{k, info.Size(), info.ModTime()})
+			all = append(all, found{p, info.Size(), info.ModTime()})
 		}
 	}
-	slices.SortFunc(all, func(a, b found) int { return a.mtime.Compare(b.mtime) })
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, f := range all {
-		d.index[f.key] = d.lru.PushFront(&diskEntry{key: f.key, size: f.size})
-		d.bytes += f.size
-	}
-	d.evictLocked()
-	return nil
+	return all, nil
 }
 
 // parseName parses a block file name, "<64 hex>-<index>".
@@ -324,12 +570,10 @@ func (d *Disk) Stats() DiskStats {
 	if d == nil {
 		return DiskStats{}
 	}
-	d.mu.Lock()
-	bytes, blocks := d.bytes, int64(len(d.index))
-	d.mu.Unlock()
 	return DiskStats{
 		Hits: d.hits.Load(), Misses: d.misses.Load(),
-		Bytes: bytes, Blocks: blocks,
+		Bytes: d.bytes.Load(), Blocks: d.blocks.Load(),
 		Evictions: d.evictions.Load(), Writes: d.writes.Load(), Removed: d.removed.Load(),
+		WriteErrors: d.writeErrors.Load(),
 	}
 }

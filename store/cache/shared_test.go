@@ -1,0 +1,235 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/store/cache/cachetest"
+)
+
+// dirBytes sums the sizes of the block files under dir.
+func dirBytes(t testing.TB, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // evicted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if _, ok := parseName(e.Name()); ok && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Two Disks on one directory (two mounts sharing a cache dir) keep the
+// directory within the budget together, and each finds the blocks the
+// other wrote.
+func TestDiskSharedBudget(t *testing.T) { sharedBudget(t, t.TempDir()) }
+
+func sharedBudget(t *testing.T, dir string) {
+	const bs, limit = 1000, 10 * 1000
+	a, b := openDisk(t, dir, limit), openDisk(t, dir, limit)
+	ka, kb := key(100, 0), key(200, 0)
+	if err := a.Put(ka, block(ka, bs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(kb, block(kb, bs)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		d *Disk
+		k Key
+	}{{b, ka}, {a, kb}} {
+		if !c.d.Has(c.k) {
+			t.Errorf("Has(%v): a block the other Disk wrote is not found", c.k)
+		}
+		if got, ok := c.d.Get(c.k); !ok || !bytes.Equal(got, block(c.k, bs)) {
+			t.Errorf("Get(%v) = %v: a block the other Disk wrote is not served", c.k, ok)
+		}
+	}
+
+	var wg sync.WaitGroup
+	for g, d := range []*Disk{a, b} {
+		wg.Go(func() {
+			for i := range 30 {
+				k := key(1000*(g+1)+i, 0)
+				if err := d.Put(k, block(k, bs)); err != nil {
+					t.Error(err)
+				}
+				if n := dirBytes(t, dir); n > limit+2*bs {
+					t.Errorf("directory holds %d bytes, budget %d", n, limit)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := dirBytes(t, dir); n > limit {
+		t.Fatalf("directory holds %d bytes after 62 blocks of %d, budget %d", n, bs, limit)
+	}
+}
+
+// logBuffer returns a logger that writes into the returned buffer.
+func logBuffer() (*slog.Logger, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return slog.New(slog.NewTextHandler(&buf, nil)), &buf
+}
+
+// Without extended attributes the totals are kept in a symbolic link.
+func TestDiskSharedBudgetWithoutXattrs(t *testing.T) {
+	get, set := getxattr, setxattr
+	t.Cleanup(func() { getxattr, setxattr = get, set })
+	getxattr = func(int, string, []byte) (int, error) { return 0, unix.ENOTSUP }
+	setxattr = func(int, string, []byte, int) error { return unix.ENOTSUP }
+	dir := t.TempDir()
+	sharedBudget(t, dir)
+	n := dirBytes(t, dir)
+	if s, err := os.Readlink(filepath.Join(dir, usageName)); err != nil || s != fmt.Sprintf("%d %d", n, n/1000) {
+		t.Fatalf("usage link = %q, %v; the directory holds %d bytes", s, err, n)
+	}
+}
+
+// A directory that cannot be created does not stop the mount: the tier is
+// disabled, with a warning.
+func TestDiskUncreatableDir(t *testing.T) {
+	parent := t.TempDir()
+	cachetest.ReadOnly(t, parent)
+	log, buf := logBuffer()
+	d, err := OpenDisk(filepath.Join(parent, "blocks"), 1<<20, WithLogger(log))
+	if err != nil {
+		t.Fatalf("OpenDisk: %v", err)
+	}
+	k := key(1, 0)
+	if err := d.Put(k, block(k, 100)); err != nil {
+		t.Fatalf("Put into a disabled tier: %v", err)
+	}
+	if _, ok := d.Get(k); ok {
+		t.Fatal("hit in a tier that could not be created")
+	}
+	if !strings.Contains(buf.String(), "disk cache disabled") {
+		t.Fatalf("no warning: %q", buf)
+	}
+}
+
+// A directory that cannot be written serves the blocks it holds; new ones
+// are not kept, and each failed Put is counted and the first logged.
+func TestDiskReadOnlyDir(t *testing.T) {
+	dir := t.TempDir()
+	old := key(1, 0)
+	openDisk(t, dir, 1<<20).Put(old, block(old, 100))
+	cachetest.ReadOnly(t, dir)
+	log, buf := logBuffer()
+	d, err := OpenDisk(dir, 1<<20, WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if b, ok := d.Get(old); !ok || !bytes.Equal(b, block(old, 100)) {
+		t.Fatalf("Get of a block already there = %v", ok)
+	}
+	for i := range 3 {
+		k := key(2+i, 0)
+		if err := d.Put(k, block(k, 100)); err == nil {
+			t.Fatal("Put into a read-only directory succeeded")
+		}
+		if _, ok := d.Get(k); ok {
+			t.Fatal("hit for a block that could not be written")
+		}
+	}
+	if st := d.Stats(); st.WriteErrors != 4 || st.Writes != 0 { // Open's own write, then 3 Puts
+		t.Fatalf("stats %+v, want 4 write errors", st)
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, buf)
+	}
+}
+
+// A full file system: Puts fail, are counted and logged once.
+func TestDiskFullDir(t *testing.T) {
+	dir := cachetest.FullDir(t)
+	log, buf := logBuffer()
+	d, err := OpenDisk(dir, 1<<20, WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	for i := range 3 {
+		k := key(i, 0)
+		if err := d.Put(k, block(k, 64<<10)); err == nil {
+			t.Fatal("Put into a full file system succeeded")
+		}
+	}
+	if st := d.Stats(); st.WriteErrors != 3 || st.Writes != 0 {
+		t.Fatalf("stats %+v, want 3 write errors", st)
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, buf)
+	}
+	if len(files(t, dir)) != 1 {
+		t.Fatalf("a failed Put left files: %v", files(t, dir))
+	}
+}
+
+// childEnv names the directory a child process of TestDiskSharedProcesses
+// writes blocks into.
+const childEnv = "PINFS_CACHE_TEST_SHARED_DIR"
+
+// TestDiskSharedChild is the child of TestDiskSharedProcesses; run
+// directly, it does nothing.
+func TestDiskSharedChild(t *testing.T) {
+	dir := os.Getenv(childEnv)
+	if dir == "" {
+		return
+	}
+	d := openDisk(t, dir, 10*BlockSize)
+	seed := os.Getpid()
+	for i := range 40 {
+		k := key(seed*1000+i, 0)
+		if err := d.Put(k, block(k, BlockSize/4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Two processes sharing a directory keep it within the budget together.
+func TestDiskSharedProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskSharedChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), childEnv+"="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("child: %v\n%s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	// 80 quarter blocks written, 20 fit.
+	if n := dirBytes(t, dir); n > 10*BlockSize || n < 5*BlockSize {
+		t.Fatalf("directory holds %d bytes, budget %d", n, 10*BlockSize)
+	}
+	if st := openDisk(t, dir, 10*BlockSize).Stats(); st.Bytes != dirBytes(t, dir) {
+		t.Fatalf("totals %+v, %d bytes in files", st, dirBytes(t, dir))
+	}
+}
