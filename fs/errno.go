@@ -9,15 +9,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // Errno maps a read-path error to an errno, the one mapping for the whole
 // file system: context.Canceled and context.DeadlineExceeded (a kernel
 // interrupt cancels the request's context) give EINTR,
-// store.ErrAccessDenied gives EACCES, and everything else (a verification
-// mismatch, store.ErrNotFound of a pinned version, I/O) gives EIO: a
-// member that exists is never reported as missing. It matches wrapped
-// errors with errors.Is, unlike go-fuse's ToErrno.
+// store.ErrAccessDenied gives EACCES, b3.ErrMismatch (bytes or an
+// outboard that failed verification against the pinned digest) gives EIO
+// and is logged as an integrity failure, and everything else
+// (store.ErrNotFound of a pinned version, I/O) gives EIO: a member that
+// exists is never reported as missing. It matches wrapped errors with
+// errors.Is, unlike go-fuse's ToErrno.
 //
 // Errno logs err once, with what (the operation and its object) and the
 // errno, on log (slog.Default() when nil): interrupts at debug level,
@@ -30,13 +33,15 @@ func Errno(err error, log *slog.Logger, what string) syscall.Errno {
 	if log == nil {
 		log = slog.Default()
 	}
-	e, level := syscall.EIO, slog.LevelError
+	e, level, msg := syscall.EIO, slog.LevelError, "pinfs: "+what
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		e, level = syscall.EINTR, slog.LevelDebug
 	case errors.Is(err, store.ErrAccessDenied):
 		e = syscall.EACCES
+	case errors.Is(err, b3.ErrMismatch):
+		msg = "pinfs: integrity failure: " + what
 	}
-	log.Log(context.Background(), level, "pinfs: "+what, "errno", unix.ErrnoName(e), "err", err)
+	log.Log(context.Background(), level, msg, "errno", unix.ErrnoName(e), "err", err)
 	return e
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 func TestErrno(t *testing.T) {
@@ -31,6 +32,9 @@ func TestErrno(t *testing.T) {
 		{io.ErrUnexpectedEOF, syscall.EIO},
 		{syscall.ENOENT, syscall.EIO},
 		{errors.New("connection reset"), syscall.EIO},
+		{b3.ErrMismatch, syscall.EIO},
+		{fmt.Errorf("blocks: a (s3://b/k?versionId=v) bytes 0+65536, fetched twice: %w", b3.ErrMismatch), syscall.EIO},
+		{fmt.Errorf("outboard of blake3:ab: 8 bytes, want 72: %w", b3.ErrMismatch), syscall.EIO},
 	} {
 		var logs bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -40,6 +44,11 @@ func TestErrno(t *testing.T) {
 		line := logs.String()
 		if strings.Count(line, "\n") != 1 || !strings.Contains(line, "read a/b at 0") || !strings.Contains(line, c.err.Error()) {
 			t.Errorf("Errno(%v) logged %q, want one line with the operation and the cause", c.err, line)
+		}
+		// A verification failure is named as such: it is not an I/O error
+		// of the store but bytes that are not the pinned ones.
+		if integrity := strings.Contains(line, "integrity failure"); integrity != errors.Is(c.err, b3.ErrMismatch) {
+			t.Errorf("Errno(%v) logged %q: integrity failure named %v", c.err, line, integrity)
 		}
 	}
 	if got := Errno(nil, nil, "nothing"); got != 0 {

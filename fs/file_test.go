@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // fileOf returns the file node at path p and its member index.
@@ -115,7 +116,7 @@ func TestReadErrors(t *testing.T) {
 		want  syscall.Errno
 	}{
 		{"access denied", fmt.Errorf("get s3://bucket/key: %w", store.ErrAccessDenied), false, syscall.EACCES},
-		{"mismatch", errors.New("block 3 of blake3:abc: hash mismatch"), false, syscall.EIO},
+		{"mismatch", mismatchErr(t, snap.Table().Member(f.i), data[f.i]), false, syscall.EIO},
 		{"version gone", fmt.Errorf("get: %w", store.ErrNotFound), false, syscall.EIO},
 		{"unexpected EOF", io.ErrUnexpectedEOF, false, syscall.EIO},
 		{"short read without error", nil, true, syscall.EIO},
@@ -127,6 +128,9 @@ func TestReadErrors(t *testing.T) {
 		}
 		if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "val/part-000.jsonl") {
 			t.Errorf("%s: want one log line naming the member, got %q", c.name, logs.String())
+		}
+		if integrity := strings.Contains(logs.String(), "integrity failure"); integrity != errors.Is(c.err, b3.ErrMismatch) {
+			t.Errorf("%s: logged as an integrity failure: %v, want %v: %q", c.name, integrity, !integrity, logs.String())
 		}
 	}
 

@@ -1,7 +1,9 @@
 package fs
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -147,6 +149,26 @@ func (r *memReader) openCount(i int) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.opened[i]
+}
+
+// mismatchErr returns the error the block reader gives for the first
+// block of member m with bytes data when both copies fetched fail
+// verification: what b3.Verify returns for damaged bytes, wrapped as
+// store/blocks wraps it.
+func mismatchErr(t testing.TB, m verify.Member, data []byte) error {
+	t.Helper()
+	sum, outboard, err := b3.Encode(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := min(len(data), b3.GroupSize)
+	bad := slices.Clone(data[:n])
+	bad[n/2] ^= 1
+	verr := b3.Verify(sum, outboard, int64(len(data)), 0, bad)
+	if !errors.Is(verr, b3.ErrMismatch) {
+		t.Fatalf("b3.Verify of a damaged block of %s = %v, want a mismatch", m.Path, verr)
+	}
+	return fmt.Errorf("blocks: %s (%s %s) bytes 0+%d, fetched twice: %w", m.Path, m.Source(), m.VersionID(), n, verr)
 }
 
 // testOptions are the Options of every test tree.

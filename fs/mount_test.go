@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,6 +27,21 @@ func requireFUSE(t testing.TB) {
 		}
 		t.Skipf("FUSE not available: %v", err)
 	}
+}
+
+// requireTool returns the path of the command-line tool name. When it is
+// not installed it skips the test, except under CI=true, where it fails
+// (.ci/run installs every tool the tests use).
+func requireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true but %s is not installed: %v", name, err)
+		}
+		t.Skipf("%s not installed: %v", name, err)
+	}
+	return p
 }
 
 // mountWith mounts root at a new directory with mnt and unmounts it when

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -334,10 +335,7 @@ func TestMountedXattrs(t *testing.T) {
 	// getfattr -d, which lists user.* by default. Run with no working
 	// directory and no inherited files, so that the child does not touch
 	// the mount before exec (go-fuse's # Deadlocks).
-	getfattr, err := exec.LookPath("getfattr")
-	if err != nil {
-		t.Skip("getfattr not installed")
-	}
+	getfattr := requireTool(t, "getfattr")
 	p := filepath.Join(dir, "train", "part-000.jsonl")
 	out, err := exec.Command(getfattr, "-d", "--absolute-names", p).CombinedOutput()
 	if err != nil {
@@ -361,10 +359,13 @@ func TestMountedReadErrors(t *testing.T) {
 	idx := func(p string) int { return slices.IndexFunc(ms, func(m verify.Member) bool { return m.Path == p }) }
 	r := &memReader{data: data, fail: map[int]error{
 		idx("a.b"):        fmt.Errorf("get s3://bucket/data/a.b: %w", store.ErrAccessDenied),
-		idx("Z.txt"):      errors.New("block 0: blake3 mismatch"),
+		idx("Z.txt"):      mismatchErr(t, ms[idx("Z.txt")], data[idx("Z.txt")]),
 		idx("README.txt"): fmt.Errorf("get cas: %w", store.ErrNotFound),
 	}, short: map[int]bool{idx("a/x.bin"): true}}
-	dir, _ := mount(t, NewRoot(snap, r, testOptions()), MountOptions{})
+	o := testOptions()
+	var logs lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	dir, _ := mount(t, NewRoot(snap, r, o), MountOptions{})
 	for p, want := range map[string]syscall.Errno{
 		"a.b": syscall.EACCES, "Z.txt": syscall.EIO, "README.txt": syscall.EIO, "a/x.bin": syscall.EIO,
 	} {
@@ -376,4 +377,37 @@ func TestMountedReadErrors(t *testing.T) {
 			t.Errorf("stat %s after a failed read: %v, %v", p, fi, err)
 		}
 	}
+	// The mismatch is recognised as such, not as just any I/O error.
+	// (The kernel may retry a failed read, so there can be more than one.)
+	n := 0
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "integrity failure") {
+			n++
+			if !strings.Contains(l, "read Z.txt") {
+				t.Errorf("integrity failure logged for another read: %s", l)
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("the mismatch of Z.txt was not logged as an integrity failure:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that the FUSE server's goroutines can
+// write to while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
