@@ -141,8 +141,14 @@ type Store interface {
 	// PutCAS stores size bytes from r under digest ("blake3:<hex>") in the
 	// content-addressed area (key "cas/blake3/<hex>") and returns the Object
 	// to pin: for an S3 store that is the uploaded key at its new VersionID,
-	// for a local store the CAS form. The caller has computed digest; the
-	// store does not re-hash.
+	// for a local store the CAS form.
+	//
+	// The store hashes the bytes it writes and commits them only if r yields
+	// exactly size bytes with that BLAKE3 digest; otherwise it fails (an
+	// error wrapping b3.ErrMismatch for bytes of another digest) and leaves
+	// nothing new behind. It never trusts a blob already in place by its
+	// size: it reuses one (without reading r) only after hashing it, and
+	// replaces one that does not hold the bytes of digest.
 	PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (Object, error)
 	// String returns the store URL.
 	String() string

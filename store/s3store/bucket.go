@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 const (
@@ -241,13 +242,17 @@ func (b *Bucket) sameBlob(ctx context.Context, k string, data []byte) error {
 }
 
 // PutCAS uploads size bytes from r to prefix/cas/blake3/<hex> and returns
-// that key at the version the upload created. The store does not re-hash
-// r; it checks only that r yields exactly size bytes.
+// that key at the version the upload created. It hashes the bytes as it
+// sends them and commits the upload (the PutObject, or the completion of a
+// multipart upload) only if r yields exactly size bytes that hash to
+// digest; otherwise it sends nothing or aborts the upload, and fails
+// (bytes of another digest: an error wrapping b3.ErrMismatch).
 //
-// If the key exists already with the same size and a real version id, r
-// is not read and that version is returned. This HEAD by key is on the
-// store's own CAS key, never on a pinned member; a wrong current version
-// there would fail the caller's verification, not pass it.
+// If the key's current version has the same size and a real version id,
+// PutCAS reads that version (by its id) and hashes it: if it holds the
+// bytes of digest, r is not read and that version is returned; if not, a
+// new version is uploaded over it. This HEAD by key is on the store's own
+// CAS key, never on a pinned member.
 //
 // The store bucket must have versioning enabled: otherwise the bytes could
 // not be pinned, and PutCAS fails with an error wrapping
@@ -260,6 +265,10 @@ func (b *Bucket) PutCAS(ctx context.Context, digest string, r io.Reader, size in
 	if size < 0 {
 		return store.Object{}, fmt.Errorf("s3store: put %v: negative size %d", cas, size)
 	}
+	want, err := b3.Parse(digest)
+	if err != nil {
+		return store.Object{}, fmt.Errorf("s3store: put cas: %w", err)
+	}
 	key, err := store.CASKey(cas)
 	if err != nil {
 		return store.Object{}, err
@@ -268,24 +277,18 @@ func (b *Bucket) PutCAS(ctx context.Context, digest string, r io.Reader, size in
 	if err != nil {
 		return store.Object{}, err
 	}
-	head, err := b.headBlob(ctx, k)
-	switch {
+	switch obj, err := b.currentCAS(ctx, k, want, size); {
 	case err == nil:
-		if aws.ToInt64(head.ContentLength) == size {
-			if obj, err := store.NewVersion(b.bucket, k, aws.ToString(head.VersionId)); err == nil {
-				return obj, nil
-			}
-		}
-		// Another size, or a "null" version: upload a pinnable version.
-	case !errors.Is(err, store.ErrNotFound):
+		return obj, nil
+	case !errors.Is(err, store.ErrNotFound) && !errors.Is(err, b3.ErrMismatch):
 		return store.Object{}, err
 	}
 
 	var id *string
 	if size <= b.partSize {
-		id, err = b.putSmall(ctx, k, r, size)
+		id, err = b.putSmall(ctx, k, r, size, want)
 	} else {
-		id, err = b.putMultipart(ctx, k, r, size)
+		id, err = b.putMultipart(ctx, k, r, size, want)
 	}
 	if err != nil {
 		return store.Object{}, err
@@ -298,15 +301,47 @@ func (b *Bucket) PutCAS(ctx context.Context, digest string, r io.Reader, size in
 	return obj, nil
 }
 
-// putSmall uploads the size bytes of r to k with one PutObject and returns
-// the new version id.
-func (b *Bucket) putSmall(ctx context.Context, k string, r io.Reader, size int64) (*string, error) {
+// currentCAS returns the current version of the CAS key k if it holds
+// size bytes that hash to want. It reports an error wrapping
+// store.ErrNotFound if there is no usable current version (none, or
+// "null"), one wrapping b3.ErrMismatch if it holds other bytes, and any
+// other error as it is.
+func (b *Bucket) currentCAS(ctx context.Context, k string, want b3.Sum, size int64) (store.Object, error) {
+	head, err := b.headBlob(ctx, k)
+	if err != nil {
+		return store.Object{}, err
+	}
+	if aws.ToInt64(head.ContentLength) != size {
+		return store.Object{}, fmt.Errorf("s3store: %s holds %d bytes, not %d: %w",
+			b.where(k), aws.ToInt64(head.ContentLength), size, b3.ErrMismatch)
+	}
+	obj, err := store.NewVersion(b.bucket, k, aws.ToString(head.VersionId))
+	if err != nil {
+		return store.Object{}, fmt.Errorf("s3store: %s: %w: %w", b.where(k), store.ErrNotFound, err)
+	}
+	rc, err := b.ReadRange(ctx, obj, 0, size)
+	if err != nil {
+		return store.Object{}, err
+	}
+	defer rc.Close()
+	if err := b3.Check(rc, want); err != nil {
+		return store.Object{}, fmt.Errorf("s3store: %v: %w", obj, err)
+	}
+	return obj, nil
+}
+
+// putSmall uploads the size bytes of r to k with one PutObject, if they
+// hash to want, and returns the new version id.
+func (b *Bucket) putSmall(ctx context.Context, k string, r io.Reader, size int64, want b3.Sum) (*string, error) {
 	buf := make([]byte, size)
 	if err := readPart(ctx, r, buf, size, 0); err != nil {
 		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
 	}
 	if err := atEOF(r, size); err != nil {
 		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+	}
+	if got := b3.Of(buf); got != want {
+		return nil, fmt.Errorf("s3store: put %s: bytes hash to %v: %w", b.where(k), got, b3.ErrMismatch)
 	}
 	out, err := b.api.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        aws.String(b.bucket),
@@ -321,9 +356,10 @@ func (b *Bucket) putSmall(ctx context.Context, k string, r io.Reader, size int64
 }
 
 // putMultipart uploads the size bytes of r to k in parts of at least
-// b.partSize, one part in memory at a time, and returns the new version
-// id. A failed upload is aborted.
-func (b *Bucket) putMultipart(ctx context.Context, k string, r io.Reader, size int64) (_ *string, err error) {
+// b.partSize, one part in memory at a time, hashing them as they go, and
+// returns the new version id. It completes the upload only if the bytes
+// hash to want; a failed upload is aborted.
+func (b *Bucket) putMultipart(ctx context.Context, k string, r io.Reader, size int64, want b3.Sum) (_ *string, err error) {
 	partSize := max(b.partSize, (size+maxParts-1)/maxParts)
 	created, err := b.api.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
 		Bucket: aws.String(b.bucket),
@@ -349,12 +385,14 @@ func (b *Bucket) putMultipart(ctx context.Context, k string, r io.Reader, size i
 	}()
 
 	buf := make([]byte, partSize)
+	h := b3.NewHasher()
 	var parts []types.CompletedPart
 	for off, n := int64(0), int32(1); off < size; off, n = off+partSize, n+1 {
 		part := min(partSize, size-off)
 		if err := readPart(ctx, r, buf, part, off); err != nil {
 			return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
 		}
+		h.Write(buf[:part])
 		out, err := b.api.UploadPart(ctx, &s3.UploadPartInput{
 			Bucket:        aws.String(b.bucket),
 			Key:           aws.String(k),
@@ -369,6 +407,9 @@ func (b *Bucket) putMultipart(ctx context.Context, k string, r io.Reader, size i
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
 	}
 	if err := atEOF(r, size); err != nil {
+		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
+	}
+	if err := h.Check(want); err != nil {
 		return nil, fmt.Errorf("s3store: put %s: %w", b.where(k), err)
 	}
 	done, err := b.api.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // startReal runs versitygw (integration/s3test) and returns it with a
@@ -202,12 +203,12 @@ func TestRealBucketStore(t *testing.T) {
 	}
 
 	data := []byte("member bytes stored by content")
-	digest := "blake3:" + strings.Repeat("a1", 32)
+	digest := b3.Of(data).String()
 	obj, err := b.PutCAS(ctx, digest, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKey := "pinfs/cas/blake3/" + strings.Repeat("a1", 32)
+	wantKey := "pinfs/cas/blake3/" + b3.Of(data).Hex()
 	if obj.Bucket != "pinstore" || obj.Key != wantKey || obj.Validate() != nil {
 		t.Fatalf("PutCAS = %+v; want pinstore/%s at a real version", obj, wantKey)
 	}
@@ -236,7 +237,7 @@ func TestRealPutCASMultipart(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7 / 13)
 	}
-	obj, err := b.PutCAS(ctx, "blake3:"+strings.Repeat("b2", 32), bytes.NewReader(data), int64(len(data)))
+	obj, err := b.PutCAS(ctx, b3.Of(data).String(), bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestRealPutCASUnversioned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if obj, err := b.PutCAS(ctx, "blake3:"+strings.Repeat("d4", 32), strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
+	if obj, err := b.PutCAS(ctx, b3.Of([]byte("abc")).String(), strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
 		t.Errorf("PutCAS into an unversioned bucket = %+v, %v; want ErrUnversioned", obj, err)
 	}
 }

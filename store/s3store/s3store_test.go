@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 var ctx = context.Background()
@@ -547,13 +548,13 @@ func TestBucketPutCAS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest := "blake3:" + strings.Repeat("ab", 32)
 	data := []byte("member bytes")
+	digest := b3.Of(data).String()
 	obj, err := b.PutCAS(ctx, digest, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantKey := "pfx/cas/blake3/" + strings.Repeat("ab", 32)
+	wantKey := "pfx/cas/blake3/" + b3.Of(data).Hex()
 	if obj.Bucket != "st" || obj.Key != wantKey || obj.VersionID == "" || obj.VersionID == "null" || obj.CAS != "" {
 		t.Fatalf("PutCAS = %+v; want st/%s at a real version", obj, wantKey)
 	}
@@ -567,7 +568,8 @@ func TestBucketPutCAS(t *testing.T) {
 		t.Errorf("second PutCAS = %+v, %v; want %+v", again, err, obj)
 	}
 	// Present with another size: a new version is uploaded.
-	other, err := b.PutCAS(ctx, digest, strings.NewReader("fixed"), 5)
+	f.put("st", wantKey, []byte("short"))
+	other, err := b.PutCAS(ctx, digest, bytes.NewReader(data), int64(len(data)))
 	if err != nil || other.VersionID == obj.VersionID {
 		t.Errorf("PutCAS over a wrong-size blob = %+v, %v; want a new version", other, err)
 	}
@@ -591,7 +593,7 @@ func TestBucketPutCASUnversioned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		digest := "blake3:" + strings.Repeat("ef", 32)
+		digest := b3.Of([]byte("abc")).String()
 		if obj, err := b.PutCAS(ctx, digest, strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
 			t.Errorf("versioning %q: PutCAS = %+v, %v; want ErrUnversioned", versioning, obj, err)
 		}
