@@ -9,6 +9,11 @@
 // falls back to the remote on a bad copy; outboards cannot be checked on
 // their own, so the read path asks for a fresh one (Outboard with fresh)
 // after a block fails verification.
+//
+// Keeping a copy is best effort: a directory that cannot be created or
+// written (a full disk, a read-only or foreign-owned cache dir) does not
+// fail a read that the store can serve. Each copy that cannot be kept is
+// counted (Stats) and the first is logged.
 package metacache
 
 import (
@@ -17,9 +22,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -31,15 +38,46 @@ import (
 type Cache struct {
 	dir    string
 	remote store.Blobs
+	log    *slog.Logger
+
+	writeErrors atomic.Int64
+	warned      atomic.Bool
 }
 
-// New returns a cache in dir in front of remote.
-func New(dir string, remote store.Blobs) (*Cache, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	return &Cache{dir: dir, remote: remote}, nil
+// Stats counts a Cache's failures.
+type Stats struct {
+	WriteErrors int64 // blobs from the store that could not be kept locally
 }
+
+// Option configures New.
+type Option func(*Cache)
+
+// WithLogger makes the cache log the first copy it cannot keep to l. The
+// default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *Cache) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// New returns a cache in dir in front of remote, creating dir if it can.
+// A dir it cannot create is counted and logged like a copy that cannot be
+// kept: the cache then serves from remote.
+func New(dir string, remote store.Blobs, opts ...Option) *Cache {
+	c := &Cache{dir: dir, remote: remote, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(c)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.writeFailed(dir, err)
+	}
+	return c
+}
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() Stats { return Stats{WriteErrors: c.writeErrors.Load()} }
 
 // Get returns the blob under key: the local copy when it is intact,
 // otherwise the remote one, which is then kept locally.
@@ -102,9 +140,19 @@ func (c *Cache) fetch(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("%s from the store: content does not match its key: %w", key, verify.ErrInvalid)
 	}
 	if err := c.keep(key, b); err != nil {
-		return nil, fmt.Errorf("caching %s: %w", key, err)
+		c.writeFailed(key, err)
 	}
 	return b, nil
+}
+
+// writeFailed counts a copy of key that could not be kept, and logs the
+// first.
+func (c *Cache) writeFailed(key string, err error) {
+	c.writeErrors.Add(1)
+	if c.warned.CompareAndSwap(false, true) {
+		c.log.Warn("metadata cache: cannot keep a local copy; reads go on from the store "+
+			"(logged once, counted in pinfs_meta_cache_write_errors_total)", "dir", c.dir, "key", key, "err", err)
+	}
 }
 
 // keep writes b under key atomically, replacing a bad copy.

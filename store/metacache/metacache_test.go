@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/cache/cachetest"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -42,10 +45,7 @@ func TestGetIsReadThroughAndSurvivesAnOutage(t *testing.T) {
 	manifest := []byte("{\"path\":\"a\"}\n")
 	key := verify.MembersKey(verify.SHA256(manifest))
 	r := &remote{blobs: map[string][]byte{key: manifest}}
-	c, err := New(t.TempDir(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := New(t.TempDir(), r)
 	for range 2 {
 		b, err := c.Get(ctx, key)
 		if err != nil || !bytes.Equal(b, manifest) {
@@ -70,7 +70,7 @@ func TestBadLocalCopyIsReplacedAndBadRemoteRefused(t *testing.T) {
 	key := verify.MembersKey(verify.SHA256(manifest))
 	r := &remote{blobs: map[string][]byte{key: manifest}}
 	dir := t.TempDir()
-	c, _ := New(dir, r)
+	c := New(dir, r)
 	if _, err := c.Get(ctx, key); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestOutboard(t *testing.T) {
 	}
 	key := verify.OutboardKey(sum.Hex())
 	r := &remote{blobs: map[string][]byte{key: ob}}
-	c, _ := New(t.TempDir(), r)
+	c := New(t.TempDir(), r)
 	got, err := c.Outboard(ctx, sum, int64(len(data)), false)
 	if err != nil || b3.Verify(sum, got, int64(len(data)), 0, data) != nil {
 		t.Fatalf("Outboard = %d bytes, %v", len(got), err)
@@ -138,7 +138,7 @@ func TestManifestsAreCheckedByTheDigestRule(t *testing.T) {
 	key := verify.ManifestKey(m.SnapshotID)
 	r := &remote{blobs: map[string][]byte{key: good}}
 	dir := t.TempDir()
-	c, _ := New(dir, r)
+	c := New(dir, r)
 	if b, err := c.Get(ctx, key); err != nil || !bytes.Equal(b, good) {
 		t.Fatalf("Get = %q, %v", b, err)
 	}
@@ -151,5 +151,60 @@ func TestManifestsAreCheckedByTheDigestRule(t *testing.T) {
 	os.Remove(filepath.Join(dir, filepath.FromSlash(key)))
 	if _, err := c.Get(ctx, key); !errors.Is(err, verify.ErrInvalid) {
 		t.Fatalf("tampered remote manifest: %v", err)
+	}
+}
+
+// outboardFixture returns a member of three verification groups and a
+// remote holding its outboard.
+func outboardFixture(t *testing.T) ([]byte, b3.Sum, *remote) {
+	t.Helper()
+	data := bytes.Repeat([]byte("y"), 3*b3.GroupSize+5)
+	sum, ob, err := b3.Encode(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, sum, &remote{blobs: map[string][]byte{verify.OutboardKey(sum.Hex()): ob}}
+}
+
+// A cache dir that cannot be written does not make reads fail: the
+// store's verified bytes are served, as if there were no cache.
+func TestUnwritableDirServesFromTheStore(t *testing.T) {
+	ctx := context.Background()
+	manifest := []byte("{\"path\":\"a\"}\n")
+	mkey := verify.MembersKey(verify.SHA256(manifest))
+	for name, dir := range map[string]func(t *testing.T) string{
+		"read-only": func(t *testing.T) string {
+			d := t.TempDir()
+			cachetest.ReadOnly(t, d)
+			return d
+		},
+		"read-only, not created yet": func(t *testing.T) string {
+			d := t.TempDir()
+			cachetest.ReadOnly(t, d)
+			return filepath.Join(d, "meta")
+		},
+		"full": func(t *testing.T) string { return cachetest.FullDir(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			data, sum, r := outboardFixture(t)
+			r.blobs[mkey] = manifest
+			var buf bytes.Buffer
+			c := New(dir(t), r, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+			for range 2 {
+				ob, err := c.Outboard(ctx, sum, int64(len(data)), false)
+				if err != nil || b3.Verify(sum, ob, int64(len(data)), 0, data) != nil {
+					t.Fatalf("Outboard = %d bytes, %v", len(ob), err)
+				}
+				if b, err := c.Get(ctx, mkey); err != nil || !bytes.Equal(b, manifest) {
+					t.Fatalf("Get = %q, %v", b, err)
+				}
+			}
+			if n := c.Stats().WriteErrors; n < 4 {
+				t.Errorf("%d write errors counted, want at least 4", n)
+			}
+			if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
+				t.Errorf("%d warnings, want 1: %s", n, &buf)
+			}
+		})
 	}
 }
