@@ -4,7 +4,7 @@ GO                := go
 VERSITYGW_VERSION := v1.8.0
 BIN               := $(CURDIR)/bin
 
-.PHONY: build tools test demo bench clean distclean
+.PHONY: build tools test fuzz-smoke fuzz demo bench clean distclean
 
 build:
 	$(GO) build -o bin/pinfs ./cmd/pinfs
@@ -15,10 +15,39 @@ tools: bin/versitygw
 bin/versitygw:
 	GOBIN=$(BIN) $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
+# test: vet, every test with -race, then fuzz-smoke.
 test: export VERSITYGW := $(BIN)/versitygw
 test: tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 10m ./...
+	$(MAKE) --no-print-directory fuzz-smoke
+
+# Fuzz targets: every `func FuzzX` in a _test.go file of the module, found
+# with grep so that a new one is run without editing this file. go test
+# takes one -fuzz target per package per run, so they run one by one. A
+# failing input is saved under the package's testdata/fuzz/FuzzX/, where
+# plain `go test` replays it from then on: commit it with the fix.
+FUZZSMOKE ?= 3s
+FUZZTIME  ?= 5m
+
+# fuzz-smoke runs each fuzz target for FUZZSMOKE (about 30 s in all here,
+# builds included); fuzz runs each for FUZZTIME, e.g. `make fuzz FUZZTIME=1h`.
+fuzz-smoke:
+	@$(call fuzz_all,$(FUZZSMOKE))
+
+fuzz:
+	@$(call fuzz_all,$(FUZZTIME))
+
+# fuzz_all runs every fuzz target for $(1) and stops at the first failure.
+define fuzz_all
+	set -e; \
+	for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$pkg/*_test.go); do \
+			echo "fuzz $$pkg $$f for $(1)"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(1) $$pkg; \
+		done; \
+	done
+endef
 
 # demo pins demo/sample into a local store and shows what pinfs does with it.
 demo: build
