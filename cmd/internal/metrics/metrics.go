@@ -31,6 +31,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/metacache"
 )
 
 // Source is what the metrics read on every scrape (blocks.Reader
@@ -50,6 +51,7 @@ const (
 // are safe for concurrent use.
 type Metrics struct {
 	reg     *prometheus.Registry
+	labeled prometheus.Registerer // reg, adding the constant labels
 	latency prometheus.Histogram
 	size    prometheus.Histogram
 	errs    *prometheus.CounterVec
@@ -109,6 +111,7 @@ func New(src Source, labels ...string) *Metrics {
 	m.eacces = m.errs.WithLabelValues(unix.ErrnoName(syscall.EACCES))
 
 	r := prometheus.WrapRegistererWith(constLabels, m.reg)
+	m.labeled = r
 	r.MustRegister(
 		newStatsCollector(src),
 		m.latency, m.size, m.errs,
@@ -117,6 +120,19 @@ func New(src Source, labels ...string) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// MetaCacheSource is the metadata cache the metrics read on every scrape
+// (metacache.Cache satisfies it).
+type MetaCacheSource interface{ Stats() metacache.Stats }
+
+// WatchMetaCache exports src's counters: pinfs_meta_cache_write_errors_total.
+// Call it once.
+func (m *Metrics) WatchMetaCache(src MetaCacheSource) {
+	m.labeled.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "pinfs_meta_cache_write_errors_total",
+		Help: "Verified metadata (manifests, member tables, outboards) the local cache failed to keep; reads were served from the store.",
+	}, func() float64 { return float64(src.Stats().WriteErrors) }))
 }
 
 // validLabelName reports whether name is a label name that every

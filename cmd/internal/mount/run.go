@@ -69,10 +69,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	} else if cleaned {
 		log.Info("removed a dead mount left by an earlier pinfs", "mountpoint", c.Mountpoint)
 	}
-	meta, err := metacache.New(filepath.Join(c.CacheDir, "meta"), c.Store)
-	if err != nil {
-		return err
-	}
+	meta := metacache.New(filepath.Join(c.CacheDir, "meta"), c.Store, metacache.WithLogger(log))
 	snap, err := verify.Load(ctx, meta, c.Digest)
 	if err != nil {
 		return err
@@ -89,10 +86,11 @@ func Run(ctx context.Context, c Config) (err error) {
 			log.Warn("run record", "err", cerr)
 		}
 	}()
-	disk, err := cache.OpenDisk(filepath.Join(c.CacheDir, "blocks"), c.CacheDisk)
+	disk, err := cache.OpenDisk(filepath.Join(c.CacheDir, "blocks"), c.CacheDisk, cache.WithLogger(log))
 	if err != nil {
 		return err
 	}
+	defer disk.Close()
 	br, err := blocks.New(blocks.Config{
 		Objects: c.Store, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
@@ -103,6 +101,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	tracker := runrecord.NewTracker(snap.Table())
 	limitMemory(c.CacheMem, snap.Table().Len(), log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
+	mx.WatchMetaCache(meta)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
 		if err != nil {
@@ -110,6 +109,11 @@ func Run(ctx context.Context, c Config) (err error) {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
+		if !metrics.Loopback(addr) {
+			log.Warn("metrics and pprof are served on an address other hosts can reach: "+
+				"/debug/pprof/ shows this process's memory and command line to anyone who connects; "+
+				"use a loopback address (127.0.0.1:PORT)", "addr", addr.String())
+		}
 	}
 	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
@@ -125,16 +129,24 @@ func Run(ctx context.Context, c Config) (err error) {
 
 	serve(ctx, c, server, func() { emitConsumed(ctx, rec, tracker, log) })
 
+	// Reads may still be running on a lazily detached mount: Close refuses
+	// new ones, ends the fetches and waits (bounded) for them to return.
 	if err := br.Close(); err != nil {
 		log.Warn("closing the block reader", "err", err)
 	}
 	end := context.WithoutCancel(ctx)
 	emitConsumed(end, rec, tracker, log)
-	st := br.Stats()
-	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: &runrecord.Totals{
-		MembersOpened: tracker.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
+	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
+}
+
+// totals returns the run_end totals of a run whose block reader counted st
+// and which opened members distinct members.
+func totals(st blocks.Stats, members int64) *runrecord.Totals {
+	return &runrecord.Totals{
+		MembersOpened: members, BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		MemHits: st.MemHits, DiskHits: st.DiskHits, NetworkFetches: st.NetworkFetches, Mismatches: st.Mismatches,
-	}})
+		VersionMissing: st.VersionMissing, FetchFailed: st.FetchFailed,
+	}
 }
 
 // serve waits until the mount goes away or ctx ends, calling tick
@@ -255,13 +267,14 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 func (f *files) Opened(i int) { f.tracker.Opened(i) }
 
 // reporter writes read-path events to the run record; Report returns
-// once the event is durable.
+// once the event is durable (in the record or its spool), or an error, at
+// which the read that caused the event fails.
 type reporter struct {
 	rec *runrecord.Record
 	log *slog.Logger
 }
 
-func (r reporter) Report(ctx context.Context, ev blocks.Event) {
+func (r reporter) Report(ctx context.Context, ev blocks.Event) error {
 	m := ev.Member
 	e := runrecord.Event{
 		Event: ev.Kind, Path: m.Path, MemberID: m.ID, Expected: m.Digest.String(),
@@ -277,6 +290,8 @@ func (r reporter) Report(ctx context.Context, ev blocks.Event) {
 	}
 	r.log.Error("read path", "event", ev.Kind, "path", m.Path, "from", ev.From, "off", ev.Off, "err", ev.Err)
 	if err := r.rec.Emit(context.WithoutCancel(ctx), e); err != nil {
-		r.log.Error("run record: event not recorded", "event", ev.Kind, "err", err)
+		r.log.Error("run record: event not recorded, failing the read", "event", ev.Kind, "path", m.Path, "err", err)
+		return err
 	}
+	return nil
 }
