@@ -7,8 +7,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +37,12 @@ type Pinner struct {
 	Store  store.Store
 	Lister store.Lister
 	Options
+
+	// Test hooks, nil outside tests: afterWalk runs once a directory has
+	// been listed, afterHash after a directory file has been hashed and
+	// before its bytes are stored.
+	afterWalk func()
+	afterHash func(file string)
 }
 
 // item is one object to pin before it is hashed.
@@ -46,7 +50,12 @@ type item struct {
 	path string
 	size int64
 	obj  store.Object // S3 items: the exact version
-	file string       // directory items: the file to copy into the store
+	// Directory items: the file to copy into the store (its path, for
+	// messages and hooks), the directory it is opened beneath (at path)
+	// and the identity the walk saw.
+	file string
+	dir  *dirRoot
+	id   fileID
 	m    verify.Member
 }
 
@@ -135,29 +144,21 @@ func (p *Pinner) pin(ctx context.Context, src verify.Source, items []*item) (ver
 	return p.write(ctx, src, items)
 }
 
-// hash reads one item once, fills in its member and stores its outboard.
+// hash reads one item, fills in its member and stores its outboard (and,
+// for a directory item, its bytes).
 func (p *Pinner) hash(ctx context.Context, it *item) error {
 	var (
-		rc  io.ReadCloser
-		err error
+		sum      b3.Sum
+		outboard []byte
+		err      error
 	)
-	if it.file != "" {
-		rc, err = os.Open(it.file)
+	if it.dir != nil {
+		sum, outboard, err = p.pinFile(ctx, it)
 	} else {
-		rc, err = p.Store.ReadRange(ctx, it.obj, 0, -1)
+		sum, outboard, err = p.hashObject(ctx, it)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", it.path, err)
-	}
-	sum, outboard, err := b3.Encode(rc, it.size)
-	rc.Close()
-	if err != nil {
-		return fmt.Errorf("%s: %w", it.path, err)
-	}
-	if it.file != "" {
-		if err := p.copyIn(ctx, it, sum); err != nil {
-			return fmt.Errorf("%s: %w", it.path, err)
-		}
 	}
 	if it.size > b3.GroupSize {
 		if err := p.Store.Put(ctx, verify.OutboardKey(sum.Hex()), outboard); err != nil {
@@ -170,6 +171,17 @@ func (p *Pinner) hash(ctx context.Context, it *item) error {
 	it.m.Size = it.size
 	it.m.Digest = sum.String()
 	return nil
+}
+
+// hashObject reads an S3 item once at its exact version and returns its
+// digest and outboard.
+func (p *Pinner) hashObject(ctx context.Context, it *item) (b3.Sum, []byte, error) {
+	rc, err := p.Store.ReadRange(ctx, it.obj, 0, -1)
+	if err != nil {
+		return b3.Sum{}, nil, err
+	}
+	defer rc.Close()
+	return b3.Encode(rc, it.size)
 }
 
 // write stores the member table and the manifest and returns its digest.
