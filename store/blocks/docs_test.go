@@ -1,0 +1,41 @@
+package blocks
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+// TestDocsNumbers pins the defaults docs/mount.md states to the code: the
+// readahead window and the recent-blocks buffer.
+func TestDocsNumbers(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/mount.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Objects: struct{ store.ObjectReader }{}, Outboards: struct{ Outboards }{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		what string
+		re   string
+		want int64
+	}{
+		{"readahead window (blocks)", `doubles\s+up\s+to\s+(\d+)\s+blocks`, int64(r.cfg.Readahead)},
+		{"recent-blocks buffer (MiB)", `=\s+(\d+)\s+MiB\s+by\s+default`, r.recent.max >> 20},
+	} {
+		m := regexp.MustCompile(c.re).FindSubmatch(doc)
+		if m == nil {
+			t.Errorf("docs/mount.md no longer states the %s (%s)", c.what, c.re)
+			continue
+		}
+		if got, _ := strconv.ParseInt(string(m[1]), 10, 64); got != c.want {
+			t.Errorf("docs/mount.md says the %s is %d; the code's default is %d", c.what, got, c.want)
+		}
+	}
+}
