@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +66,12 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 			if err != nil {
 				return err
 			}
+			if *cacheDir == "" {
+				return errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
+			}
+			if err := mount.PrepareCacheDir(*cacheDir); err != nil {
+				return err
+			}
 			if *record == "" {
 				*record = filepath.Join(*cacheDir, "runs.jsonl")
 			}
@@ -93,7 +100,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 // daemon and returns once it serves.
 func background(out io.Writer, cacheDir, mnt string) error {
 	logs := filepath.Join(cacheDir, "logs")
-	if err := os.MkdirAll(logs, 0o755); err != nil {
+	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return err
 	}
 	sum := sha256.Sum256([]byte(mnt))
@@ -107,12 +114,15 @@ func background(out io.Writer, cacheDir, mnt string) error {
 	return nil
 }
 
-// defaultCacheDir is $XDG_CACHE_HOME/pinfs or ~/.cache/pinfs.
+// defaultCacheDir is $XDG_CACHE_HOME/pinfs or ~/.cache/pinfs, or "" when
+// neither variable is set: then mount asks for --cache-dir rather than
+// use a shared, guessable directory such as /tmp/pinfs-cache, which
+// another local user could have created first.
 func defaultCacheDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "pinfs")
 	}
-	return filepath.Join(os.TempDir(), "pinfs-cache")
+	return ""
 }
 
 var unmountCmd = &command{

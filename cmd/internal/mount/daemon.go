@@ -17,15 +17,20 @@ import (
 const readyEnv = "PINFS_READY_FD"
 
 // Background starts this binary again with args (a foreground mount),
-// detached in its own session with stdout and stderr appended to logPath,
-// and waits until it reports that the mount serves, reports an error, or
+// detached in its own session with stdout and stderr appended to logPath
+// (created 0600, never through a symbolic link), and waits until it reports that the mount serves, reports an error, or
 // exits; at most timeout. It returns the child's pid and its run id.
 func Background(args []string, logPath string, timeout time.Duration) (int, string, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return 0, "", err
 	}
-	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// Never through a symbolic link planted at logPath (os.OpenFile adds
+	// O_CLOEXEC; the child gets the log as its stdout and stderr only).
+	log, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return 0, "", fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", logPath, err)
+	}
 	if err != nil {
 		return 0, "", err
 	}
