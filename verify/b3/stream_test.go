@@ -12,11 +12,13 @@ import (
 // TestHasherMatchesOf: streaming in pieces gives the one-shot digest, and
 // Check tells matching bytes from others.
 func TestHasherMatchesOf(t *testing.T) {
-	for _, n := range []int{0, 1, 1024, 1025, 3*b3.GroupSize + 7} {
+	for _, n := range []int{0, 1, 1024, 1025, 3*b3.GroupSize + 7, 5<<20 + 3} {
 		data := randomBytes(n, uint64(n))
 		h := b3.NewHasher()
-		for rest := data; len(rest) > 0; {
-			k := min(len(rest), 1000)
+		// Small and large writes, so that both the Hasher's buffer and
+		// its direct path are used.
+		for i, rest := 0, data; len(rest) > 0; i++ {
+			k := min(len(rest), []int{1000, 1<<20 + 7, 33}[i%3])
 			h.Write(rest[:k])
 			rest = rest[k:]
 		}
