@@ -25,20 +25,40 @@
 // Concurrent readers of one block share one fetch (a flight). The flight
 // runs on the Reader's own context, detached from every reader: a reader
 // whose context is canceled stops waiting and returns ctx.Err(), while the
-// flight goes on for the others and still fills the caches. Close cancels
-// the flights that are still running and waits for them.
+// flight goes on for the others and still fills the caches. A reader that
+// joined a flight started by someone else (another read, readahead) which
+// then fails for a reason that may pass (throttling, a timeout, a broken
+// connection) gets one fresh flight of its own. Close refuses new reads,
+// cancels the flights that are still running and waits for them and for
+// the reads in progress.
 //
 // # Storage errors
 //
-// Throttling, server errors, resets and timeouts are retried with
-// exponential backoff, up to Config.Attempts requests per fetch. A body cut
-// short keeps the bytes received and asks only for the rest of the block; a
-// body that delivers nothing for Config.StallTimeout is cut off and retried.
-// store.ErrNotFound (the pinned version is gone) is reported as a
-// "version_missing" event, store.ErrAccessDenied and the other store
-// sentinels fail at once, and a fetch that runs out of attempts is reported
-// as "fetch_failed". Returned errors wrap the cause, so errors.Is finds the
-// store sentinel, b3.ErrMismatch or context.Canceled.
+// The Reader is the one retry layer of the read path (the store makes one
+// attempt per request). Every request first waits for a slot of a limiter
+// shared by all fetches: a store.ErrThrottled answer halves the rate at
+// which requests may start and holds them all off for a while; answers
+// that are not throttled raise it again. Throttled requests are retried
+// with jittered exponential backoff until the read timeout; server errors,
+// resets and timeouts are retried the same way, up to Config.Attempts
+// failed requests per fetch. A body cut short keeps the bytes received and
+// asks only for the rest of the block; a body that delivers nothing for
+// Config.StallTimeout is cut off and retried. A block load is bounded by
+// Config.ReadTimeout from the read that started it: past it, it fails with
+// ErrReadTimeout. store.ErrNotFound (the pinned version is gone) is
+// reported as a "version_missing" event, store.ErrAccessDenied and the
+// other store sentinels fail at once, and a fetch that runs out of
+// attempts or time is reported as "fetch_failed". Returned errors wrap the
+// cause, so errors.Is finds the store sentinel, ErrReadTimeout,
+// b3.ErrMismatch or context.Canceled (the reader's own context only).
+//
+// # Events
+//
+// Every event is handed to Config.Reporter before the read it concerns
+// returns. If the Reporter cannot make an event durable, that read fails
+// with an error wrapping ErrNotRecorded, even when the block itself was
+// healed (a damaged copy replaced by a good one): nothing is served that
+// the run record does not account for.
 package blocks
 
 import (
@@ -70,8 +90,17 @@ const (
 	FromDisk    = "disk"
 )
 
-// ErrClosed is returned by ReadAt after Close.
-var ErrClosed = errors.New("blocks: reader closed")
+// Errors of the Reader; returned errors wrap them.
+var (
+	// ErrClosed: the Reader was closed before or during the read.
+	ErrClosed = errors.New("blocks: reader closed")
+	// ErrReadTimeout: the store did not deliver a block within
+	// Config.ReadTimeout.
+	ErrReadTimeout = errors.New("blocks: read timeout")
+	// ErrNotRecorded: the Reporter could not make an event of the read
+	// durable, so the read fails.
+	ErrNotRecorded = errors.New("blocks: event not recorded")
+)
 
 // Member is what the reader needs to know about one member.
 type Member struct {
@@ -101,10 +130,11 @@ type Event struct {
 }
 
 // Reporter receives events. Report must return only once the event is
-// durable: the read that failed waits for it before it returns. Report is
-// called from the Reader's shared fetches, possibly concurrently.
+// durable, or an error if it cannot be made durable: the read the event
+// concerns waits for it, and fails with ErrNotRecorded on an error. Report
+// is called from the Reader's shared fetches, possibly concurrently.
 type Reporter interface {
-	Report(ctx context.Context, ev Event)
+	Report(ctx context.Context, ev Event) error
 }
 
 // Config configures a Reader. Objects and Outboards are required; a zero
@@ -123,10 +153,14 @@ type Config struct {
 	// OutboardBytes bounds the outboards kept in memory (default 64 MiB).
 	// The outboard in use is kept even if it alone is larger.
 	OutboardBytes int64
-	// Attempts is the number of requests one fetch may make (default 5).
+	// Attempts is the number of requests of one fetch that may fail other
+	// than by throttling (default 5); throttled requests are retried until
+	// ReadTimeout.
 	Attempts int
 	// Backoff is the wait before the first retry (default 100 ms); it
 	// doubles for each further retry, up to MaxBackoff (default 5 s).
+	// While the store throttles, the Reader's requests start at least
+	// Backoff apart, and at most MaxBackoff or 1 s (the lesser) apart.
 	Backoff, MaxBackoff time.Duration
 	// StallTimeout cuts off a request that delivers no bytes for this long
 	// (default 30 s).
@@ -171,7 +205,7 @@ func (c *Config) setDefaults() {
 
 // Reader reads members block by block and verifies every block before any
 // of its bytes are cached or returned. Its methods are safe for concurrent
-// use, except Close, which must not run concurrently with ReadAt.
+// use, Close included.
 type Reader struct {
 	cfg  Config
 	mem  *cache.Mem  // nil: memory tier disabled
@@ -185,6 +219,10 @@ type Reader struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // running flights
+	reads  sync.WaitGroup // ReadAt calls in progress; Add only under mu, while !closed
+
+	// lim spaces the requests of every fetch while the store throttles.
+	lim *limiter
 
 	// mu guards flights, seq and closed.
 	mu      sync.Mutex
@@ -210,6 +248,7 @@ func New(cfg Config) (*Reader, error) {
 		flights: make(map[cache.Key]*flight),
 		seq:     make(map[b3.Sum]*seqState),
 		ahead:   make(chan struct{}, max(cfg.Readahead, 1)),
+		lim:     newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 	}
 	r.obs = newOutboardCache(cfg.OutboardBytes)
 	r.recent = newRecent(2 * int64(cfg.Readahead+cfg.SpanBlocks) * BlockSize)
@@ -224,9 +263,20 @@ func New(cfg Config) (*Reader, error) {
 	return r, nil
 }
 
-// Close cancels the shared fetches still running, waits for them, and
-// releases the memory tier. It must be called once no ReadAt is running.
-// It does not close Config.Disk.
+// maxGap is the largest gap between two requests of a Reader while the
+// store throttles: it never sends less than one request a second.
+const maxGap = time.Second
+
+// closeWait bounds how long Close waits for reads and fetches to end.
+const closeWait = 10 * time.Second
+
+// Close refuses new reads (ErrClosed), cancels the shared fetches still
+// running, waits for them and for the ReadAt calls in progress (which then
+// fail with ErrClosed), and releases the memory tier. It may run
+// concurrently with ReadAt. If reads or fetches are still running after
+// closeWait (a Reporter that does not return, say), Close returns an error
+// and leaves the memory tier to the garbage collector rather than close it
+// under them. It does not close Config.Disk.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -236,11 +286,33 @@ func (r *Reader) Close() error {
 	r.closed = true
 	r.mu.Unlock()
 	r.cancel()
-	r.wg.Wait()
+	drained := make(chan struct{})
+	go func() {
+		r.reads.Wait()
+		r.wg.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(closeWait):
+		return fmt.Errorf("blocks: close: reads still running after %v; memory tier left open", closeWait)
+	}
 	if r.mem != nil {
 		r.mem.Close()
 	}
 	return nil
+}
+
+// enter registers a ReadAt in progress; it returns false once the Reader
+// is closed.
+func (r *Reader) enter() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.reads.Add(1)
+	return true
 }
 
 // ReadAt reads len(p) bytes of m starting at off into p, and returns the
@@ -253,6 +325,9 @@ func (r *Reader) Close() error {
 // the end of the member returns n == len(p) and a nil error; len(p) == 0
 // returns 0, nil at any offset. A canceled ctx makes ReadAt return
 // ctx.Err() promptly, while a fetch it started goes on for other readers.
+// The blocks ReadAt loads are bounded by Config.ReadTimeout from its start
+// (ErrReadTimeout); a block whose flight it joined and which failed for a
+// reason that may pass is loaded once more within that time.
 func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (int, error) {
 	switch {
 	case off < 0:
@@ -264,6 +339,11 @@ func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (in
 	case off >= m.Size:
 		return 0, io.EOF
 	}
+	if !r.enter() {
+		return 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
+	}
+	defer r.reads.Done()
+	deadline := time.Now().Add(r.cfg.ReadTimeout)
 	end := min(off+int64(len(p)), m.Size)
 	first, last := off/BlockSize, (end-1)/BlockSize
 	r.readahead(m, first, last)
@@ -272,17 +352,17 @@ func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (in
 	// started again by the same read.
 	var later []pending
 	for i := first + 1; i <= last; i++ {
-		later = append(later, r.pend(m, i))
+		later = append(later, r.pend(m, i, deadline))
 	}
 	n := 0
 	for i := first; i <= last; i++ {
-		var b []byte
-		var err error
+		var pd pending
 		if i == first {
-			b, err = r.block(ctx, m, i)
+			pd = r.pend(m, i, deadline)
 		} else {
-			b, err = later[i-first-1].get(ctx)
+			pd = later[i-first-1]
 		}
+		b, err := r.get(ctx, m, i, pd, deadline)
 		if err != nil {
 			r.st.bytesServed.Add(int64(n))
 			return n, err
@@ -308,9 +388,27 @@ func numBlocks(size int64) int64 { return (size + BlockSize - 1) / BlockSize }
 
 func key(m *Member, i int64) cache.Key { return cache.Key{Digest: m.Digest, Index: i} }
 
-// report hands ev to the Reporter and returns once it has been recorded.
-func (r *Reader) report(ctx context.Context, ev Event) {
-	if r.cfg.Reporter != nil {
-		r.cfg.Reporter.Report(ctx, ev)
+// report counts ev and hands it to the Reporter, and returns once it has
+// been recorded. If it could not be, report counts that and returns an
+// error wrapping ErrNotRecorded and cause (the error of the read, which
+// may be nil for a healed block); otherwise it returns cause.
+func (r *Reader) report(ev Event, cause error) error {
+	switch ev.Kind {
+	case KindVersionMissing:
+		r.st.versionMissing.Add(1)
+	case KindFetchFailed:
+		r.st.fetchFailed.Add(1)
 	}
+	if r.cfg.Reporter == nil {
+		return cause
+	}
+	err := r.cfg.Reporter.Report(r.ctx, ev)
+	if err == nil {
+		return cause
+	}
+	r.st.eventsUnrecorded.Add(1)
+	if cause == nil {
+		return fmt.Errorf("%w: %s event of %s bytes %d+%d: %w", ErrNotRecorded, ev.Kind, ev.Member.Path, ev.Off, ev.Len, err)
+	}
+	return fmt.Errorf("%w (%w: %s event: %v)", cause, ErrNotRecorded, ev.Kind, err)
 }

@@ -373,6 +373,9 @@ func TestNotFound(t *testing.T) {
 	if len(ev) != 1 || ev[0].Kind != KindVersionMissing || ev[0].Off != 0 || ev[0].Len != BlockSize || !errors.Is(ev[0].Err, store.ErrNotFound) {
 		t.Fatalf("events %+v", ev)
 	}
+	if st := r.Stats(); st.VersionMissing != 1 || st.FetchFailed != 0 {
+		t.Fatalf("stats %+v; want 1 version_missing event counted", st)
+	}
 }
 
 func TestAccessDenied(t *testing.T) {
@@ -428,6 +431,9 @@ func TestRetriesExhausted(t *testing.T) {
 	if ev := e.rec.all(); len(ev) != 1 || ev[0].Kind != KindFetchFailed || !errors.Is(ev[0].Err, errServer) {
 		t.Fatalf("events %+v", ev)
 	}
+	if st := r.Stats(); st.FetchFailed != 1 || st.VersionMissing != 0 {
+		t.Fatalf("stats %+v; want 1 fetch_failed event counted", st)
+	}
 }
 
 func TestShortBodyResumed(t *testing.T) {
@@ -458,17 +464,24 @@ func TestStallCutOff(t *testing.T) {
 				return fault{Stall: first && !hang, Hang: first && hang, Cut: cut}
 			}
 			start := time.Now()
-			readAt(t, r, m, e.data[m.Digest], 0, BlockSize)
-			if d := time.Since(start); d > 2*time.Second {
-				t.Fatalf("stalled read took %v", d)
+			readAt(t, r, m, e.data[m.Digest], 0, BlockSize) // the right bytes
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("stalled read took %v; the stall timeout is 50 ms", d)
 			}
-			reqs := e.store.requests()
+			// The stalled request was cut off and the rest asked for again
+			// (on a busy machine a slow request may be cut off too, so the
+			// count is not exact).
 			resume := int64(cut)
 			if hang {
 				resume = 0
 			}
-			if len(reqs) != 2 || reqs[1].Off != resume {
-				t.Fatalf("requests %v; want a retry from %d", reqs, resume)
+			reqs := e.store.requests()
+			resumed := false
+			for _, q := range reqs[1:] {
+				resumed = resumed || q.Off == resume && q.N == BlockSize-resume
+			}
+			if reqs[0].Off != 0 || !resumed {
+				t.Fatalf("requests %v; want the stalled one, then one for bytes %d+%d", reqs, resume, BlockSize-resume)
 			}
 		})
 	}
@@ -575,9 +588,10 @@ type slowReporter struct {
 	n     atomic.Int64
 }
 
-func (s *slowReporter) Report(ctx context.Context, ev Event) {
+func (s *slowReporter) Report(ctx context.Context, ev Event) error {
 	time.Sleep(s.delay)
 	s.n.Add(1)
+	return nil
 }
 
 func TestReadahead(t *testing.T) {

@@ -213,16 +213,29 @@ func (o *fakeOutboards) ncalls() (plain, fresh int) {
 	return plain, fresh
 }
 
-// recorder is a Reporter that keeps events in order.
+// recorder is a Reporter that keeps events in order. With fail set it
+// keeps none and returns fail, as a run record that cannot write would.
 type recorder struct {
 	mu     sync.Mutex
 	events []Event
+	fail   error
 }
 
-func (r *recorder) Report(ctx context.Context, ev Event) {
+func (r *recorder) Report(ctx context.Context, ev Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
 	r.events = append(r.events, ev)
+	return nil
+}
+
+// failWith makes every later Report fail with err (nil: succeed again).
+func (r *recorder) failWith(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = err
 }
 
 func (r *recorder) all() []Event {

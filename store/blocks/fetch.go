@@ -27,42 +27,92 @@ func permanent(err error) bool {
 }
 
 // fetch reads the n bytes of m at off from the store. A request that fails
-// after delivering some bytes is resumed from the first missing byte;
-// transient failures are retried with backoff, up to Attempts requests in
-// all. ctx is the Reader's context: a request is never canceled because one
-// reader gave up.
+// after delivering some bytes is resumed from the first missing byte.
+// Every request waits for a slot of the Reader's limiter first. A throttled
+// answer slows the limiter down and is retried with backoff until ctx's
+// deadline (the read timeout); other transient failures are retried with
+// backoff up to Attempts requests in all. ctx is the flight's context (the
+// Reader's, with the read deadline): a request is never canceled because
+// one reader gave up.
 func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, error) {
 	if err := m.Object.Validate(); err != nil {
 		return nil, err
 	}
 	buf := make([]byte, n)
-	have := 0
+	have, failures := 0, 0
+	var last error // the last failure, for a read that times out
 	for attempt := 1; ; attempt++ {
+		if err := r.lim.wait(ctx); err != nil {
+			return nil, r.stopped(ctx, last)
+		}
 		r.st.requests.Add(1)
 		got, err := r.request(ctx, m.Object, off+int64(have), buf[have:])
 		have += got
 		switch {
 		case have == len(buf):
+			r.lim.ok()
 			return buf, nil
 		case err == nil:
 			err = io.ErrUnexpectedEOF
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, r.stopped(ctx, last)
 		}
-		if permanent(err) || attempt >= r.cfg.Attempts {
-			return nil, fmt.Errorf("%v: request %d of %d: %w", m.Object, attempt, r.cfg.Attempts, err)
+		last = err
+		throttled := errors.Is(err, store.ErrThrottled)
+		switch {
+		case throttled:
+			r.lim.throttled()
+		case got > 0:
+			r.lim.ok()
+			failures++
+		default:
+			failures++
+		}
+		if permanent(err) || failures >= r.cfg.Attempts {
+			return nil, fmt.Errorf("%v: request %d (%d failed of %d allowed): %w", m.Object, attempt, failures, r.cfg.Attempts, err)
 		}
 		r.st.retries.Add(1)
 		if got > 0 {
 			continue // the connection was cut, not refused: resume at once
 		}
-		select {
-		case <-time.After(r.backoff(attempt)):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := r.sleep(ctx, r.backoff(attempt)); err != nil {
+			return nil, r.stopped(ctx, last)
 		}
 	}
+}
+
+// sleep waits for d, or fails at once with errNoSlot if d would end after
+// ctx's deadline, or with ctx.Err() if ctx ends first.
+func (r *Reader) sleep(ctx context.Context, d time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && time.Now().Add(d).After(dl) {
+		return errNoSlot
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopped returns the error of a load that stops before its answer: the
+// Reader's context if it is closing, or else an error wrapping
+// ErrReadTimeout and last, the load's last failure (if it is not a context
+// error, which would read as an interrupt).
+func (r *Reader) stopped(ctx context.Context, last error) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	switch {
+	case last == nil:
+		return fmt.Errorf("%w (%v): no answer from the store in time", ErrReadTimeout, r.cfg.ReadTimeout)
+	case errors.Is(last, context.Canceled) || errors.Is(last, context.DeadlineExceeded):
+		return fmt.Errorf("%w (%v): %v", ErrReadTimeout, r.cfg.ReadTimeout, last)
+	}
+	return fmt.Errorf("%w (%v); last failure: %w", ErrReadTimeout, r.cfg.ReadTimeout, last)
 }
 
 // backoff returns the wait after the attempt-th failed request: Backoff

@@ -5,17 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
-// flight is one shared load of one block. data and err are written once,
-// before done is closed, and only read after it.
+// flight is one shared load of one block, which ends by deadline. data
+// and err are written once, before done is closed, and only read after it.
 type flight struct {
-	done chan struct{}
-	data []byte
-	err  error
+	done     chan struct{}
+	deadline time.Time
+	data     []byte
+	err      error
 }
 
 // source says where a loaded block came from.
@@ -27,13 +29,6 @@ const (
 	fromNetwork
 )
 
-// block returns the verified bytes of block i of m: from the memory tier,
-// or else from the block's flight, which it starts or joins. It waits for
-// the flight or for ctx, whichever is first.
-func (r *Reader) block(ctx context.Context, m *Member, i int64) ([]byte, error) {
-	return r.pend(m, i).get(ctx)
-}
-
 // pending is a block that is either at hand (a memory hit) or loading.
 type pending struct {
 	b []byte
@@ -41,24 +36,42 @@ type pending struct {
 }
 
 // pend returns block i of m from the memory tier, or else its flight; a
-// missing block of a sequential reader starts a span.
-func (r *Reader) pend(m *Member, i int64) pending {
+// missing block of a sequential reader starts a span. A flight it starts
+// ends by deadline.
+func (r *Reader) pend(m *Member, i int64, deadline time.Time) pending {
 	if b, ok := r.memGet(m, i); ok {
 		return pending{b: b}
 	}
 	if r.cfg.SpanBlocks > 1 && r.sequential(m) {
-		f, _ := r.startSpan(m, i, 0, false)
+		f, _ := r.startSpan(m, i, 0, false, deadline)
 		return pending{f: f}
 	}
-	return pending{f: r.start(m, i, false)}
+	return pending{f: r.start(m, i, false, deadline)}
 }
 
-// get returns the block, waiting for its flight or for ctx.
-func (p pending) get(ctx context.Context) ([]byte, error) {
-	if p.f == nil {
-		return p.b, nil
+// get returns block i of m from pd, waiting for its flight or for ctx. If
+// the flight started before the read (another read or readahead started
+// it: its deadline is earlier) and failed for a reason that may pass, it
+// may have started during a fault that is over: get starts or joins a
+// fresh flight, once, that ends by the read's own deadline.
+func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, deadline time.Time) ([]byte, error) {
+	if pd.f == nil {
+		return pd.b, nil
 	}
-	return wait(ctx, p.f)
+	b, err := wait(ctx, pd.f)
+	if err == nil || !pd.f.deadline.Before(deadline) || !passing(err) || ctx.Err() != nil || !time.Now().Before(deadline) {
+		return b, err
+	}
+	r.st.freshFlights.Add(1)
+	return wait(ctx, r.start(m, i, false, deadline))
+}
+
+// passing reports whether a load that failed with err may succeed if it is
+// tried again: not for a verification failure, an event not recorded, a
+// closed Reader or a permanent store answer.
+func passing(err error) bool {
+	return !permanent(err) && !errors.Is(err, b3.ErrMismatch) && !errors.Is(err, ErrNotRecorded) &&
+		!errors.Is(err, ErrClosed)
 }
 
 // memGet returns block i of m from the memory tier. A cached block of
@@ -91,22 +104,23 @@ func wait(ctx context.Context, f *flight) ([]byte, error) {
 	}
 }
 
-// start returns the flight of block i of m, starting it if there is none
-// (a read that finds one counts as joined).
-// A readahead start (ahead) only starts a flight if a readahead token is
-// free, and returns nil otherwise. The flight gets a copy of *m.
-func (r *Reader) start(m *Member, i int64, ahead bool) *flight {
+// start returns the flight of block i of m. It starts one, which ends by
+// deadline, if there is none or if the one there has failed (a read that
+// finds one counts as joined). A readahead start (ahead) only starts a
+// flight if a readahead token is free, and returns nil otherwise. The
+// flight gets a copy of *m.
+func (r *Reader) start(m *Member, i int64, ahead bool, deadline time.Time) *flight {
 	k := key(m, i)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.flights[k]; ok {
+	if f, ok := r.flights[k]; ok && !f.failed() {
 		if !ahead {
 			r.st.joined.Add(1)
 		}
 		return f
 	}
 	if r.closed {
-		f := &flight{done: make(chan struct{}), err: ErrClosed}
+		f := &flight{done: make(chan struct{}), err: ErrClosed, deadline: deadline}
 		close(f.done)
 		return f
 	}
@@ -118,12 +132,35 @@ func (r *Reader) start(m *Member, i int64, ahead bool) *flight {
 			return nil
 		}
 	}
-	f := &flight{done: make(chan struct{})}
+	f := &flight{done: make(chan struct{}), deadline: deadline}
 	r.flights[k] = f
 	r.wg.Add(1)
 	mm := *m
 	go r.fly(f, &mm, i, ahead)
 	return f
+}
+
+// failed reports whether f has ended with an error.
+func (f *flight) failed() bool {
+	select {
+	case <-f.done:
+		return f.err != nil
+	default:
+		return false
+	}
+}
+
+// forget removes the flights fs of blocks i, i+1, ... of m, unless a newer
+// flight has taken a block's place.
+func (r *Reader) forget(m *Member, i int64, fs ...*flight) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for j, f := range fs {
+		k := key(m, i+int64(j))
+		if r.flights[k] == f {
+			delete(r.flights, k)
+		}
+	}
 }
 
 // fly runs flight f on the Reader's context. Waiters are released as soon
@@ -136,20 +173,20 @@ func (r *Reader) fly(f *flight, m *Member, i int64, ahead bool) {
 	if ahead {
 		defer func() { <-r.ahead }()
 	}
-	data, src, err := r.load(r.ctx, m, i)
+	ctx, cancel := context.WithDeadline(r.ctx, f.deadline)
+	defer cancel()
+	data, src, err := r.load(ctx, m, i)
 	r.complete(f, m, i, data, src, err)
-	if r.mem != nil && src != fromMem {
+	if r.mem != nil && src != fromMem && err == nil {
 		r.mem.Wait()
 	}
-	r.mu.Lock()
-	delete(r.flights, key(m, i))
-	r.mu.Unlock()
+	r.forget(m, i, f)
 }
 
 // load returns the verified bytes of block i of m and where they came from.
 // It looks in the memory tier again (a flight that just finished may have
 // filled it), then in the disk tier, then fetches from the store. ctx is
-// the Reader's context.
+// the flight's context: the Reader's, with the read deadline.
 func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, error) {
 	k := key(m, i)
 	off, n := blockRange(m, i)
@@ -173,7 +210,9 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 		}
 		r.disk.Remove(k)
 		r.st.mismatches.Add(1)
-		r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromDisk, Err: err})
+		if err := r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromDisk, Err: err}, nil); err != nil {
+			return nil, 0, err
+		}
 	}
 
 	r.st.fetches.Add(1)
@@ -191,12 +230,13 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 		if err = v.verify(b); err != nil {
 			r.st.mismatches.Add(1)
 			err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, fetched twice: %w", m.Path, m.Object, off, n, err)
-			r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork, Err: err})
-			return nil, 0, err
+			return nil, 0, r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork, Err: err}, err)
 		}
 		// Healed, but every integrity problem goes to the run record.
-		r.report(ctx, Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork,
-			Err: fmt.Errorf("first copy failed verification, the refetched copy verified (healed): %w", b3.ErrMismatch)})
+		if err := r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork,
+			Err: fmt.Errorf("first copy failed verification, the refetched copy verified (healed): %w", b3.ErrMismatch)}, nil); err != nil {
+			return nil, 0, err
+		}
 	}
 	if err != nil {
 		return nil, 0, r.failed(ctx, m, off, n, err)
@@ -209,17 +249,18 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 // the Reader is closing, and returns the error to give the readers.
 func (r *Reader) failed(ctx context.Context, m *Member, off, n int64, err error) error {
 	err = fmt.Errorf("blocks: %s (%v) bytes %d+%d: %w", m.Path, m.Object, off, n, err)
-	switch {
-	case ctx.Err() != nil:
+	if r.ctx.Err() != nil {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
-	case errors.Is(err, errOutboard):
-		r.report(ctx, Event{Kind: KindFetchFailed, Member: m, Off: off, Len: n, Err: err})
-	case errors.Is(err, store.ErrNotFound):
-		r.report(ctx, Event{Kind: KindVersionMissing, Member: m, Off: off, Len: n, Err: err})
-	default:
-		r.report(ctx, Event{Kind: KindFetchFailed, Member: m, Off: off, Len: n, Err: err})
 	}
-	return err
+	if ctx.Err() != nil && !errors.Is(err, ErrReadTimeout) {
+		// The deadline passed in a step that does not say so itself.
+		err = fmt.Errorf("%w (%v): %v", ErrReadTimeout, r.cfg.ReadTimeout, err)
+	}
+	kind := KindFetchFailed
+	if errors.Is(err, store.ErrNotFound) && !errors.Is(err, errOutboard) {
+		kind = KindVersionMissing
+	}
+	return r.report(Event{Kind: kind, Member: m, Off: off, Len: n, Err: err}, err)
 }
 
 // wholeMember reports whether m is a single block: such a member is

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -58,8 +57,9 @@ func smallOutboard(size int64) []byte {
 // outboard returns the outboard of m. With fresh it bypasses every cached
 // copy (the Outboards' and this Reader's) and replaces the cached copy with
 // what the store holds. Concurrent calls for the same member and freshness
-// share one load; transient errors are retried like block fetches. ctx is
-// the Reader's context.
+// share one load; transient errors are retried like block fetches. A load
+// joined that ran out of its own time is tried again in ctx's. ctx is the
+// flight's context (the Reader's, with the read deadline).
 func (r *Reader) outboard(ctx context.Context, m *Member, fresh bool) ([]byte, error) {
 	if m.Size <= b3.GroupSize {
 		return smallOutboard(m.Size), nil
@@ -76,9 +76,12 @@ func (r *Reader) outboard(ctx context.Context, m *Member, fresh bool) ([]byte, e
 		c.mu.Unlock()
 		select {
 		case <-f.done:
+			if errors.Is(f.err, ErrReadTimeout) && ctx.Err() == nil {
+				return r.loadOutboard(ctx, m, fresh)
+			}
 			return f.ob, f.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, r.stopped(ctx, nil)
 		}
 	}
 	f := &obFlight{done: make(chan struct{})}
@@ -105,16 +108,14 @@ func (r *Reader) loadOutboard(ctx context.Context, m *Member, fresh bool) ([]byt
 			return ob, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, r.stopped(ctx, err)
 		}
 		if permanent(err) || attempt >= r.cfg.Attempts {
 			return nil, fmt.Errorf("%w %v (fresh %v): %w", errOutboard, m.Digest, fresh, err)
 		}
 		r.st.retries.Add(1)
-		select {
-		case <-time.After(r.backoff(attempt)):
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if serr := r.sleep(ctx, r.backoff(attempt)); serr != nil {
+			return nil, fmt.Errorf("%w %v (fresh %v): %w", errOutboard, m.Digest, fresh, r.stopped(ctx, err))
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package blocks
 
+import "time"
+
 // maxSeq bounds the number of members whose read pattern is tracked.
 const maxSeq = 1024
 
@@ -51,8 +53,9 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	to := min(last+s.window, numBlocks(m.Size)-1)
 	r.mu.Unlock()
 
+	deadline := time.Now().Add(r.cfg.ReadTimeout)
 	for i := from; i <= to; {
-		f, end := r.startSpan(m, i, from, true)
+		f, end := r.startSpan(m, i, from, true, deadline)
 		if f == nil {
 			break
 		}

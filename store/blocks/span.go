@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
 )
 
@@ -26,8 +27,9 @@ import (
 // then share one request instead of splitting it. Cached blocks load one
 // by one from their tier. It falls back to start when the span would be a
 // single block. ahead marks a readahead span, which needs a readahead
-// token and returns a nil flight when none is free.
-func (r *Reader) startSpan(m *Member, i, from int64, ahead bool) (*flight, int64) {
+// token and returns a nil flight when none is free. The span ends by
+// deadline.
+func (r *Reader) startSpan(m *Member, i, from int64, ahead bool, deadline time.Time) (*flight, int64) {
 	size := int64(r.cfg.SpanBlocks)
 	group := i - i%size
 	r.mu.Lock()
@@ -38,7 +40,7 @@ func (r *Reader) startSpan(m *Member, i, from int64, ahead bool) (*flight, int64
 	}
 	if _, ok := r.flights[key(m, i)]; ok || r.closed || r.disk.Has(key(m, i)) {
 		r.mu.Unlock()
-		return r.start(m, i, ahead), i
+		return r.start(m, i, ahead, deadline), i
 	}
 	first, last := i, i
 	for first > max(group, from) && free(first-1) {
@@ -49,7 +51,7 @@ func (r *Reader) startSpan(m *Member, i, from int64, ahead bool) (*flight, int64
 	}
 	if first == last {
 		r.mu.Unlock()
-		return r.start(m, i, ahead), i
+		return r.start(m, i, ahead, deadline), i
 	}
 	if ahead {
 		select {
@@ -62,7 +64,7 @@ func (r *Reader) startSpan(m *Member, i, from int64, ahead bool) (*flight, int64
 	}
 	fs := make([]*flight, last-first+1)
 	for j := range fs {
-		fs[j] = &flight{done: make(chan struct{})}
+		fs[j] = &flight{done: make(chan struct{}), deadline: deadline}
 		r.flights[key(m, first+int64(j))] = fs[j]
 	}
 	r.wg.Add(1)
@@ -75,22 +77,28 @@ func (r *Reader) startSpan(m *Member, i, from int64, ahead bool) (*flight, int64
 // flySpan fetches the blocks of fs (blocks i, i+1, ...) with one request
 // and completes each flight as soon as its block is verified. A block that
 // fails verification, and every block after a failed read, is loaded on
-// its own (load), with its retries, refetch and events.
+// its own (load), with its retries, refetch and events. A mismatch whose
+// event cannot be recorded fails its block's flight.
 func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 	defer r.wg.Done()
 	if ahead {
 		defer func() { <-r.ahead }()
 	}
+	fctx, fcancel := context.WithDeadline(r.ctx, fs[0].deadline)
+	defer fcancel()
 	completed := make([]bool, len(fs))
 	func() {
 		off, _ := blockRange(m, i)
 		lastOff, lastN := blockRange(m, i+int64(len(fs))-1)
 		total := lastOff + lastN - off
 		v := &verifier{r: r, m: m}
-		if err := v.loadOutboard(r.ctx); err != nil {
+		if err := v.loadOutboard(fctx); err != nil {
 			return
 		}
-		ctx, cancel := context.WithCancel(r.ctx)
+		if err := r.lim.wait(fctx); err != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(fctx)
 		defer cancel()
 		w := &watchdog{cancel: cancel}
 		t := time.AfterFunc(r.cfg.StallTimeout, w.fire)
@@ -98,9 +106,13 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 		defer w.close()
 		r.st.requests.Add(1)
 		rc, err := r.cfg.Objects.ReadRange(ctx, m.Object, off, total)
+		if errors.Is(err, store.ErrThrottled) {
+			r.lim.throttled()
+		}
 		if err != nil {
 			return
 		}
+		r.lim.ok()
 		w.setBody(rc)
 		for j := range fs {
 			v.off, v.n = blockRange(m, i+int64(j))
@@ -113,8 +125,11 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 				// Every integrity problem is reported; load fetches the
 				// block again and reports again if that copy fails too.
 				r.st.mismatches.Add(1)
-				r.report(r.ctx, Event{Kind: KindMismatch, Member: m, Off: v.off, Len: v.n, From: FromNetwork,
-					Err: fmt.Errorf("copy in a span request failed verification, fetching the block alone: %w", err)})
+				if err := r.report(Event{Kind: KindMismatch, Member: m, Off: v.off, Len: v.n, From: FromNetwork,
+					Err: fmt.Errorf("copy in a span request failed verification, fetching the block alone: %w", err)}, nil); err != nil {
+					r.complete(fs[j], m, i+int64(j), nil, 0, err)
+					completed[j] = true
+				}
 				continue
 			}
 			r.st.verified.Add(1)
@@ -124,18 +139,14 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 	}()
 	for j, ok := range completed {
 		if !ok {
-			b, src, err := r.load(r.ctx, m, i+int64(j))
+			b, src, err := r.load(fctx, m, i+int64(j))
 			r.complete(fs[j], m, i+int64(j), b, src, err)
 		}
 	}
 	if r.mem != nil {
 		r.mem.Wait()
 	}
-	r.mu.Lock()
-	for j := range fs {
-		delete(r.flights, key(m, i+int64(j)))
-	}
-	r.mu.Unlock()
+	r.forget(m, i, fs...)
 }
 
 // complete hands a loaded block to the memory tier and f's waiters, then

@@ -20,6 +20,12 @@ type Stats struct {
 	OutboardLoads  int64 // outboards read through Config.Outboards
 	Readaheads     int64 // flights started by readahead
 	DiskErrors     int64 // blocks the disk tier failed to store
+	FreshFlights   int64 // loads started again for a read that joined a failed one
+	VersionMissing int64 // "version_missing" events
+	FetchFailed    int64 // "fetch_failed" events
+	// EventsUnrecorded counts events the Reporter could not make durable;
+	// each failed the read it concerned.
+	EventsUnrecorded int64
 
 	Mem  cache.MemStats
 	Disk cache.DiskStats
@@ -27,7 +33,8 @@ type Stats struct {
 
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
-	mismatches, outboardLoads, readaheads, diskErrors atomic.Int64
+	mismatches, outboardLoads, readaheads, diskErrors, freshFlights,
+	versionMissing, fetchFailed, eventsUnrecorded atomic.Int64
 }
 
 // Stats returns the Reader's counters and those of its cache tiers. Each
@@ -46,7 +53,12 @@ func (r *Reader) Stats() Stats {
 		OutboardLoads:  r.st.outboardLoads.Load(),
 		Readaheads:     r.st.readaheads.Load(),
 		DiskErrors:     r.st.diskErrors.Load(),
-		Disk:           r.disk.Stats(),
+		FreshFlights:   r.st.freshFlights.Load(),
+		VersionMissing: r.st.versionMissing.Load(),
+		FetchFailed:    r.st.fetchFailed.Load(),
+
+		EventsUnrecorded: r.st.eventsUnrecorded.Load(),
+		Disk:             r.disk.Stats(),
 	}
 	if r.mem != nil {
 		s.Mem = r.mem.Stats()

@@ -40,7 +40,8 @@ const (
 	// config names one; S3-compatible servers mostly accept any region.
 	defaultRegion = "us-east-1"
 	// maxAttempts bounds the SDK's retries of throttling, 5xx and broken
-	// connections (standard retryer, exponential backoff with jitter).
+	// connections (standard retryer, exponential backoff with jitter), for
+	// every request but ranged member reads.
 	maxAttempts = 5
 	// maxIdlePerHost keeps enough warm connections for parallel ranged GETs
 	// to one endpoint (net/http's default is 2).
@@ -67,9 +68,12 @@ type Client struct {
 //   - checksums only where S3 requires them, so ranged GETs do not log
 //     "response has no checksum" warnings (pinfs verifies content itself);
 //   - up to 64 idle connections per host, for parallel ranged GETs;
-//   - the standard retryer with 5 attempts and no client-side retry quota,
-//     so that a burst of throttling on many parallel reads backs off
-//     instead of failing once a shared token bucket is empty.
+//   - the standard retryer with 5 attempts and no client-side retry quota
+//     for the store's own blobs, listings and whole-object reads, so that
+//     a burst of throttling backs off instead of failing once a shared
+//     token bucket is empty. Ranged member reads make one attempt (see
+//     getVersion): their caller retries them, and throttling answers wrap
+//     store.ErrThrottled so that it can slow down.
 //
 // ctx bounds only the loading of the configuration; credentials are
 // fetched lazily with each request's context.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -13,7 +14,8 @@ import (
 
 // mapErr turns an SDK error from op on what (an s3:// location) into an
 // error that names both, wraps the store sentinel that fits (ErrNotFound,
-// ErrAccessDenied) if any, and keeps the SDK error wrapped as well.
+// ErrAccessDenied, ErrThrottled) if any, and keeps the SDK error wrapped as
+// well.
 func mapErr(op, what string, err error) error {
 	if sentinel := sentinelOf(err); sentinel != nil {
 		return fmt.Errorf("s3store: %s %s: %w: %w", op, what, sentinel, err)
@@ -42,8 +44,18 @@ func sentinelOf(err error) error {
 	case status == http.StatusMethodNotAllowed && deleteMarker:
 		// The version asked for is a delete marker: it has no bytes.
 		return store.ErrNotFound
+	case throttleCode(code) || status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		// S3 answers 503 (SlowDown) when a client should slow down.
+		return store.ErrThrottled
 	}
 	return nil
+}
+
+// throttleCode reports whether code is an error code by which S3 or
+// another AWS service asks the client to slow down (the SDK's list).
+func throttleCode(code string) bool {
+	_, ok := retry.DefaultThrottleErrorCodes[code]
+	return ok || code == "TooManyRequests"
 }
 
 // isCode reports whether err is an S3 error with one of the given codes.

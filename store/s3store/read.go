@@ -44,19 +44,30 @@ func (v version) checkVersion(op string, got *string) error {
 	return nil
 }
 
+// oneAttempt turns the SDK's retries off for one operation.
+func oneAttempt(o *s3.Options) { o.RetryMaxAttempts = 1 }
+
 // getVersion GETs v (rng: an HTTP Range value, or "" for all of it). It is
 // the only GET of a member object: it always sends the version id and
 // checks the one that comes back. The caller closes the body.
+//
+// A ranged GET makes one attempt: the block reader (store/blocks), which
+// asks for ranges, is the one retry layer of the read path (it resumes cut
+// bodies and slows every fetch down when the store throttles), and SDK
+// retries under it would multiply its requests. A GET of the whole object
+// (pin, verify) keeps the SDK's retries.
 func (c *Client) getVersion(ctx context.Context, v version, rng string) (*s3.GetObjectOutput, error) {
 	in := &s3.GetObjectInput{
 		Bucket:    aws.String(v.bucket),
 		Key:       aws.String(v.key),
 		VersionId: aws.String(v.id),
 	}
+	var opts []func(*s3.Options)
 	if rng != "" {
 		in.Range = aws.String(rng)
+		opts = append(opts, oneAttempt)
 	}
-	out, err := c.api.GetObject(ctx, in)
+	out, err := c.api.GetObject(ctx, in, opts...)
 	if err != nil {
 		return nil, mapErr("get", v.String(), err)
 	}

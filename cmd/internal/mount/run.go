@@ -124,16 +124,24 @@ func Run(ctx context.Context, c Config) (err error) {
 
 	serve(ctx, c, server, func() { emitConsumed(ctx, rec, tracker, log) })
 
+	// Reads may still be running on a lazily detached mount: Close refuses
+	// new ones, ends the fetches and waits (bounded) for them to return.
 	if err := br.Close(); err != nil {
 		log.Warn("closing the block reader", "err", err)
 	}
 	end := context.WithoutCancel(ctx)
 	emitConsumed(end, rec, tracker, log)
-	st := br.Stats()
-	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: &runrecord.Totals{
-		MembersOpened: tracker.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
+	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
+}
+
+// totals returns the run_end totals of a run whose block reader counted st
+// and which opened members distinct members.
+func totals(st blocks.Stats, members int64) *runrecord.Totals {
+	return &runrecord.Totals{
+		MembersOpened: members, BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		MemHits: st.MemHits, DiskHits: st.DiskHits, NetworkFetches: st.NetworkFetches, Mismatches: st.Mismatches,
-	}})
+		VersionMissing: st.VersionMissing, FetchFailed: st.FetchFailed,
+	}
 }
 
 // serve waits until the mount goes away or ctx ends, calling tick
@@ -254,13 +262,14 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 func (f *files) Opened(i int) { f.tracker.Opened(i) }
 
 // reporter writes read-path events to the run record; Report returns
-// once the event is durable.
+// once the event is durable (in the record or its spool), or an error, at
+// which the read that caused the event fails.
 type reporter struct {
 	rec *runrecord.Record
 	log *slog.Logger
 }
 
-func (r reporter) Report(ctx context.Context, ev blocks.Event) {
+func (r reporter) Report(ctx context.Context, ev blocks.Event) error {
 	m := ev.Member
 	e := runrecord.Event{
 		Event: ev.Kind, Path: m.Path, MemberID: m.ID, Expected: m.Digest.String(),
@@ -276,6 +285,8 @@ func (r reporter) Report(ctx context.Context, ev blocks.Event) {
 	}
 	r.log.Error("read path", "event", ev.Kind, "path", m.Path, "from", ev.From, "off", ev.Off, "err", ev.Err)
 	if err := r.rec.Emit(context.WithoutCancel(ctx), e); err != nil {
-		r.log.Error("run record: event not recorded", "event", ev.Kind, "err", err)
+		r.log.Error("run record: event not recorded, failing the read", "event", ev.Kind, "path", m.Path, "err", err)
+		return err
 	}
+	return nil
 }

@@ -1,0 +1,301 @@
+package blocks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+var errSlowDown = fmt.Errorf("503 SlowDown: %w", store.ErrThrottled)
+
+// A store that throttles every request: the read fails within the read
+// timeout, as EIO would (not a context error, which would be EINTR), with
+// a fetch_failed event that says why, and few requests.
+func TestThrottledForever(t *testing.T) {
+	e := newEnv(t)
+	const readTimeout = time.Second
+	r := e.reader(Config{MemBytes: 8 << 20, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
+	m := e.member(5 * BlockSize)
+	e.store.Faults = func(request, int) fault { return fault{Err: errSlowDown} }
+	start := time.Now()
+	n, err := r.ReadAt(context.Background(), m, make([]byte, 128<<10), 0)
+	took := time.Since(start)
+	t.Logf("throttled forever: read failed after %v and %d requests: %v", took, len(e.store.requests()), err)
+	if n != 0 || !errors.Is(err, ErrReadTimeout) || !errors.Is(err, store.ErrThrottled) {
+		t.Fatalf("ReadAt = %d, %v; want ErrReadTimeout wrapping store.ErrThrottled", n, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadAt: %v reads as an interrupt (EINTR)", err)
+	}
+	if took > readTimeout+10*time.Second {
+		t.Fatalf("read failed after %v, read timeout %v", took, readTimeout)
+	}
+	if q := len(e.store.requests()); q > 30 {
+		t.Fatalf("%d requests in %v", q, took)
+	}
+	var block0 bool
+	for _, ev := range e.rec.all() {
+		block0 = block0 || ev.Kind == KindFetchFailed && ev.Off == 0 && errors.Is(ev.Err, ErrReadTimeout)
+	}
+	if !block0 {
+		t.Fatalf("events %+v; want fetch_failed of block 0", e.rec.all())
+	}
+	if st := r.Stats(); st.FetchFailed == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A burst of throttling is waited out (it does not count against
+// Attempts) and the bytes are right.
+func TestThrottledBurst(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Attempts: 2, ReadTimeout: 20 * time.Second, Backoff: 10 * time.Millisecond})
+	m := e.member(3*BlockSize + 7)
+	e.store.Faults = func(q request, seen int) fault {
+		if seen < 6 {
+			return fault{Err: errSlowDown}
+		}
+		return fault{}
+	}
+	e.readAll(r, m, BlockSize)
+	if ev := e.rec.all(); len(ev) != 0 {
+		t.Fatalf("events %+v", ev)
+	}
+}
+
+// When the store throttles, all fetches slow down together: the limiter
+// spaces the requests of every fetch, and recovers once answers are good.
+func TestLimiterShared(t *testing.T) {
+	l := newLimiter(20*time.Millisecond, time.Second)
+	if err := l.wait(context.Background()); err != nil || l.limited() != 0 {
+		t.Fatalf("unthrottled limiter: %v, gap %v", err, l.limited())
+	}
+	l.throttled()
+	l.throttled() // the same burst: the rate is halved once
+	if g := l.limited(); g != 20*time.Millisecond {
+		t.Fatalf("gap %v after one burst, want 20ms", g)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() { l.wait(context.Background()) })
+	}
+	wg.Wait()
+	// A jittered hold-off of at least half a gap, then 5 starts a gap apart.
+	if d := time.Since(start); d < 4*20*time.Millisecond {
+		t.Fatalf("5 requests after a throttled answer started within %v", d)
+	}
+	// A slot past the deadline is refused at once.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	for range 3 {
+		l.throttled()
+		time.Sleep(l.limited())
+	}
+	l.wait(context.Background())
+	if err := l.wait(ctx); !errors.Is(err, errNoSlot) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait past the deadline: %v", err)
+	}
+	for range 100 {
+		l.ok()
+	}
+	if g := l.limited(); g != 0 {
+		t.Fatalf("gap %v after 100 good answers, want none", g)
+	}
+}
+
+// A reader that joined a flight another read started, which then fails
+// with a transient error, gets a fresh attempt of its own; the read that
+// started the flight gets the failure.
+func TestJoinerGetsFreshAttempt(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
+	m := e.member(BlockSize)
+	hold := make(chan struct{})
+	e.store.Faults = func(q request, seen int) fault {
+		if seen == 0 {
+			return fault{Err: errServer, Wait: hold}
+		}
+		return fault{}
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
+		first <- err
+	}()
+	waitFor(t, func() bool { return len(e.store.requests()) == 1 })
+	time.Sleep(2 * time.Millisecond) // a later read: a later deadline
+	joined := make(chan error, 1)
+	p := make([]byte, BlockSize)
+	go func() {
+		_, err := r.ReadAt(context.Background(), m, p, 0)
+		joined <- err
+	}()
+	waitFor(t, func() bool { return r.Stats().Joined == 1 })
+	close(hold)
+	if err := <-first; !errors.Is(err, errServer) {
+		t.Fatalf("the read that started the flight: %v, want its failure", err)
+	}
+	if err := <-joined; err != nil || !bytes.Equal(p, e.data[m.Digest]) {
+		t.Fatalf("the read that joined: %v", err)
+	}
+	if st := r.Stats(); st.FreshFlights != 1 || st.Requests != 2 {
+		t.Fatalf("stats %+v; want 1 fresh flight, 2 requests", st)
+	}
+}
+
+// Close while reads run (a lazily detached mount at shutdown): no panic
+// and no race in the memory tier, the reads end with an error or their
+// bytes, Close returns, and later reads fail with ErrClosed.
+func TestCloseDuringReads(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, StallTimeout: time.Hour})
+	ms := []*Member{e.member(2 * BlockSize), e.member(3000), e.member(BlockSize + 5)}
+	stalled := e.member(BlockSize)
+	e.store.Faults = func(q request, seen int) fault { return fault{Stall: q.Obj == stalled.Object} }
+	for _, m := range ms {
+		e.readAll(r, m, BlockSize) // memory hits from now on
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			p := make([]byte, 4096)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := ms[(g+i)%len(ms)]
+				n, err := r.ReadAt(context.Background(), m, p, int64(i*4096)%m.Size)
+				reads.Add(1)
+				if err != nil && !errors.Is(err, ErrClosed) && err != io.EOF {
+					t.Errorf("read during Close: %d, %v", n, err)
+					return
+				}
+			}
+		})
+	}
+	stalledErr := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), stalled, make([]byte, 10), 0)
+		stalledErr <- err
+	}()
+	waitFor(t, func() bool { return reads.Load() > 100 && len(e.store.requests()) > 3 })
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if err := <-stalledErr; !errors.Is(err, ErrClosed) {
+		t.Errorf("read of a stalled block: %v, want ErrClosed", err)
+	}
+	close(stop)
+	wg.Wait()
+	if _, err := r.ReadAt(context.Background(), ms[0], make([]byte, 1), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("ReadAt after Close: %v", err)
+	}
+}
+
+var errDiskFull = errors.New("run record and spool: no space left on device")
+
+// An event that cannot be recorded fails the read that caused it, healed
+// blocks included, and is counted.
+func TestEventNotRecorded(t *testing.T) {
+	t.Run("fetch_failed", func(t *testing.T) {
+		e := newEnv(t)
+		e.rec.failWith(errDiskFull)
+		r := e.reader(Config{MemBytes: 8 << 20, Attempts: 2})
+		m := e.member(100)
+		e.store.Faults = func(request, int) fault { return fault{Err: errServer} }
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
+		if !errors.Is(err, ErrNotRecorded) || !errors.Is(err, errServer) {
+			t.Fatalf("ReadAt: %v; want ErrNotRecorded and the cause", err)
+		}
+		if st := r.Stats(); st.EventsUnrecorded != 1 || st.FetchFailed != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("network mismatch healed", func(t *testing.T) {
+		e := newEnv(t)
+		e.rec.failWith(errDiskFull)
+		r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+		m := e.member(3*BlockSize + 5)
+		e.store.Faults = corruptAt(m.Object, BlockSize, 1)
+		p := make([]byte, BlockSize)
+		n, err := r.ReadAt(context.Background(), m, p, BlockSize)
+		if !errors.Is(err, ErrNotRecorded) || n != 0 {
+			t.Fatalf("ReadAt = %d, %v; want ErrNotRecorded", n, err)
+		}
+		if st := r.Stats(); st.EventsUnrecorded != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		// Once events can be recorded again, the block reads.
+		e.rec.failWith(nil)
+		readAt(t, r, m, e.data[m.Digest], BlockSize, BlockSize)
+	})
+	t.Run("span mismatch healed", func(t *testing.T) {
+		e := newEnv(t)
+		e.rec.failWith(errDiskFull)
+		r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+		m := e.member(8 * BlockSize)
+		e.store.Faults = func(q request, seen int) fault {
+			return fault{Corrupt: q.N > BlockSize && seen == 0}
+		}
+		var failed error
+		p := make([]byte, 128<<10)
+		for off := int64(0); off < m.Size && failed == nil; off += int64(len(p)) {
+			_, failed = r.ReadAt(context.Background(), m, p, off)
+		}
+		if !errors.Is(failed, ErrNotRecorded) {
+			t.Fatalf("sequential read with a damaged span copy: %v; want ErrNotRecorded", failed)
+		}
+	})
+	t.Run("disk mismatch healed", func(t *testing.T) {
+		e := newEnv(t)
+		dir := t.TempDir()
+		m := e.member(2 * BlockSize)
+		r0 := e.reader(Config{Disk: diskDir(t, dir, 64<<20)})
+		e.readAll(r0, m, BlockSize)
+		r0.Close()
+		damageDiskBlock(t, dir, m, 1)
+		e.rec.failWith(errDiskFull)
+		r := e.reader(Config{MemBytes: 8 << 20, Disk: diskDir(t, dir, 64<<20), Readahead: -1})
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), BlockSize)
+		if !errors.Is(err, ErrNotRecorded) {
+			t.Fatalf("ReadAt: %v; want ErrNotRecorded of a disk mismatch", err)
+		}
+	})
+}
+
+// damageDiskBlock flips a byte of block i of m in the disk tier in dir.
+func damageDiskBlock(t *testing.T, dir string, m *Member, i int64) {
+	t.Helper()
+	h := m.Digest.Hex()
+	path := filepath.Join(dir, h[:2], fmt.Sprintf("%s-%d", h, i))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
