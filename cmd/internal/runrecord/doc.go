@@ -14,7 +14,10 @@
 // digest Open fails with ErrDigestChanged and writes nothing: the data
 // changed, so it is a new run (resume keeps the original digest). In a local
 // file the binding is the digest of the run's earlier events; in a store it
-// is the create-only object runs/<run-id>/run.json.
+// is the object runs/<run-id>/run.json, made with an exclusive create
+// (store.Creator), so that of two first mounts exactly one starts the run.
+// A store that cannot create it exclusively is refused (an error wrapping
+// store.ErrNotExclusive): the binding is exclusive or not made.
 //
 // # Durability
 //
