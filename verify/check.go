@@ -31,8 +31,10 @@ type Problem struct {
 	Detail string `json:"detail"`
 }
 
+// String returns the problem on one line; a path or id that holds a
+// control character is quoted (see Printable).
 func (p Problem) String() string {
-	return fmt.Sprintf("%s: %s (id %s): %s", p.Kind, p.Path, p.ID, p.Detail)
+	return fmt.Sprintf("%s: %s (id %s): %s", p.Kind, Printable(p.Path), Printable(p.ID), Printable(p.Detail))
 }
 
 // CheckMembers checks the structure of a member table that ParseMembers

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/pinfs/pinfs/verify"
 )
@@ -171,6 +172,10 @@ func TestCheckMembersKinds(t *testing.T) {
 			for _, p := range ps {
 				if p.Detail == "" || !strings.Contains(p.String(), p.Kind) {
 					t.Errorf("problem %#v has no detail or a bad String", p)
+				}
+				// pinfs verify prints String to a terminal.
+				if strings.ContainsFunc(p.String(), unicode.IsControl) {
+					t.Errorf("problem String %q holds a control character", p.String())
 				}
 			}
 		})

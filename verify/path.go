@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -49,4 +50,15 @@ func CheckPath(p string) error {
 		}
 	}
 	return nil
+}
+
+// Printable returns s, or s quoted as a Go string when it holds a control
+// character, for text meant for a terminal or a line-based tool. Member
+// paths of a checked table hold none, but other fields (ids, splits, S3
+// keys, version ids) may, and so may the paths of a refused table.
+func Printable(s string) string {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -128,3 +128,14 @@ func FuzzCheckPath(f *testing.F) {
 		}
 	})
 }
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"a/b": "a/b", "é 日本語\u00a0": "é 日本語\u00a0", "": "",
+		"x\n/etc/shadow": `"x\n/etc/shadow"`, "\x1b[2J": `"\x1b[2J"`, "a\x7f": `"a\x7f"`, "a\u009bb": `"a\u009bb"`,
+	} {
+		if got := verify.Printable(in); got != want {
+			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -55,8 +53,8 @@ one directory of the snapshot.`,
 			fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
 			for i := range ms {
 				m := &ms[i]
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, printable(or(m.Split, "-")), m.Digest,
-					printable(source(m)), printable(or(m.VersionID(), "-")), printable(m.Path))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, verify.Printable(or(m.Split, "-")), m.Digest,
+					verify.Printable(source(m)), verify.Printable(or(m.VersionID(), "-")), verify.Printable(m.Path))
 			}
 			return tw.Flush()
 		}
@@ -67,17 +65,6 @@ one directory of the snapshot.`,
 func under(p, dir string) bool {
 	dir = strings.TrimSuffix(dir, "/")
 	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
-}
-
-// printable returns s, or s quoted as a Go string when it holds a control
-// character. The check refuses control characters in member paths (and
-// digests are hex), but a split, an S3 key or a version id of a verified
-// table may still hold one: the listing never prints it raw to a terminal.
-func printable(s string) string {
-	if strings.ContainsFunc(s, unicode.IsControl) {
-		return strconv.Quote(s)
-	}
-	return s
 }
 
 func or(s, alt string) string {

@@ -45,7 +45,8 @@ func TestLsPrintsNoControlCharacters(t *testing.T) {
 }
 
 // TestLsRefusesControlInPath: a table with a control character in a path
-// fails the member checks, so pinfs ls prints no member of it.
+// fails the member checks, so pinfs ls prints no member of it, and its
+// error names the path quoted.
 func TestLsRefusesControlInPath(t *testing.T) {
 	dir := t.TempDir()
 	const digest = "blake3:ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
@@ -56,6 +57,9 @@ func TestLsRefusesControlInPath(t *testing.T) {
 	}
 	if out.Len() != 0 || !strings.Contains(errOut.String(), verify.KindUnsafePath) {
 		t.Fatalf("pinfs ls printed %q, error %q; want nothing and an %s error", out.String(), errOut.String(), verify.KindUnsafePath)
+	}
+	if strings.ContainsFunc(strings.TrimSuffix(errOut.String(), "\n"), unicode.IsControl) {
+		t.Fatalf("pinfs ls printed the refused path raw: %q", errOut.String())
 	}
 }
 
