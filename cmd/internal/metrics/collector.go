@@ -79,6 +79,12 @@ func newStatsCollector(src Source) *statsCollector {
 			counter, func(s *blocks.Stats) int64 { return s.Readaheads }),
 		mk(desc("pinfs_outboard_loads_total", "Bao outboards loaded through the metadata cache for verification."),
 			counter, func(s *blocks.Stats) int64 { return s.OutboardLoads }),
+		mk(desc("pinfs_fetch_failures_total", "Block loads that failed for a storage error, after retries or the read timeout (fetch_failed events)."),
+			counter, func(s *blocks.Stats) int64 { return s.FetchFailed }),
+		mk(desc("pinfs_versions_missing_total", "Block loads that found the pinned object version gone (version_missing events)."),
+			counter, func(s *blocks.Stats) int64 { return s.VersionMissing }),
+		mk(desc("pinfs_events_unrecorded_total", "Read-path events the run record and its spool could not take; each failed the read that caused it (EIO)."),
+			counter, func(s *blocks.Stats) int64 { return s.EventsUnrecorded }),
 	}}
 }
 

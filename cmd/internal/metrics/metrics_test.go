@@ -57,8 +57,12 @@ var sampleStats = blocks.Stats{
 	OutboardLoads:  4,
 	Readaheads:     6,
 	DiskErrors:     5,
-	Mem:            cache.MemStats{Hits: 41, Misses: 30, Bytes: 7 << 20, Evictions: 12, Rejected: 1},
-	Disk:           cache.DiskStats{Hits: 10, Misses: 8, Bytes: 9 << 20, Blocks: 9, Evictions: 13, Writes: 8},
+	VersionMissing: 14,
+	FetchFailed:    15,
+	// An event the run record could not take: it failed its read.
+	EventsUnrecorded: 16,
+	Mem:              cache.MemStats{Hits: 41, Misses: 30, Bytes: 7 << 20, Evictions: 12, Rejected: 1},
+	Disk:             cache.DiskStats{Hits: 10, Misses: 8, Bytes: 9 << 20, Blocks: 9, Evictions: 13, Writes: 8},
 }
 
 const wantStats = `
@@ -89,6 +93,12 @@ pinfs_disk_cache_bytes{digest="b3:abc",run_id="r1"} 9.437184e+06
 # HELP pinfs_disk_cache_write_errors_total Verified blocks the disk cache tier failed to store.
 # TYPE pinfs_disk_cache_write_errors_total counter
 pinfs_disk_cache_write_errors_total{digest="b3:abc",run_id="r1"} 5
+# HELP pinfs_events_unrecorded_total Read-path events the run record and its spool could not take; each failed the read that caused it (EIO).
+# TYPE pinfs_events_unrecorded_total counter
+pinfs_events_unrecorded_total{digest="b3:abc",run_id="r1"} 16
+# HELP pinfs_fetch_failures_total Block loads that failed for a storage error, after retries or the read timeout (fetch_failed events).
+# TYPE pinfs_fetch_failures_total counter
+pinfs_fetch_failures_total{digest="b3:abc",run_id="r1"} 15
 # HELP pinfs_joined_reads_total Block reads served by a load that another read or a readahead had started.
 # TYPE pinfs_joined_reads_total counter
 pinfs_joined_reads_total{digest="b3:abc",run_id="r1"} 3
@@ -113,15 +123,19 @@ pinfs_store_retries_total{digest="b3:abc",run_id="r1"} 2
 # HELP pinfs_verification_failures_total Copies of blocks, from disk or the network, that failed BLAKE3 verification.
 # TYPE pinfs_verification_failures_total counter
 pinfs_verification_failures_total{digest="b3:abc",run_id="r1"} 1
+# HELP pinfs_versions_missing_total Block loads that found the pinned object version gone (version_missing events).
+# TYPE pinfs_versions_missing_total counter
+pinfs_versions_missing_total{digest="b3:abc",run_id="r1"} 14
 `
 
 var statNames = []string{
 	"pinfs_blocks_verified_total", "pinfs_bytes_served_total", "pinfs_cache_evictions_total",
 	"pinfs_cache_hits_total", "pinfs_cache_misses_total", "pinfs_disk_cache_blocks",
-	"pinfs_disk_cache_bytes", "pinfs_disk_cache_write_errors_total", "pinfs_joined_reads_total",
+	"pinfs_disk_cache_bytes", "pinfs_disk_cache_write_errors_total", "pinfs_events_unrecorded_total",
+	"pinfs_fetch_failures_total", "pinfs_joined_reads_total",
 	"pinfs_memory_cache_bytes", "pinfs_network_fetches_total", "pinfs_outboard_loads_total",
 	"pinfs_readahead_fetches_total", "pinfs_store_requests_total", "pinfs_store_retries_total",
-	"pinfs_verification_failures_total",
+	"pinfs_verification_failures_total", "pinfs_versions_missing_total",
 }
 
 // serve starts m.Serve on a free loopback port and returns its base URL.
