@@ -5,12 +5,13 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/pinfs/pinfs/store"
 )
 
 // TestDocsNumbers pins the defaults docs/mount.md states to the code: the
-// readahead window and the recent-blocks buffer.
+// readahead window, the recent-blocks buffer, the read and stall timeouts.
 func TestDocsNumbers(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/mount.md")
 	if err != nil {
@@ -28,6 +29,8 @@ func TestDocsNumbers(t *testing.T) {
 	}{
 		{"readahead window (blocks)", `doubles\s+up\s+to\s+(\d+)\s+blocks`, int64(r.cfg.Readahead)},
 		{"recent-blocks buffer (MiB)", `=\s+(\d+)\s+MiB\s+by\s+default`, r.recent.max >> 20},
+		{"read timeout (s)", "`--read-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.ReadTimeout / time.Second)},
+		{"stall timeout (s)", "`--stall-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.StallTimeout / time.Second)},
 	} {
 		m := regexp.MustCompile(c.re).FindSubmatch(doc)
 		if m == nil {
