@@ -23,6 +23,9 @@ type dirRoot struct {
 func openRoot(dir string) (*dirRoot, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s: a symbolic link, not a directory (pin the directory it points to)", dir)
+		}
 		return nil, &fs.PathError{Op: "open", Path: dir, Err: err}
 	}
 	return &dirRoot{fd: fd, path: dir}, nil
