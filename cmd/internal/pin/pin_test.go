@@ -130,6 +130,20 @@ func TestDirPinRefusesSymlinks(t *testing.T) {
 	}
 }
 
+// TestDirPinRefusesControlCharacters: a file name with a newline or an
+// escape sequence would make a tree that misleads `find | xargs` and
+// terminals; the pin refuses it and stores no manifest.
+func TestDirPinRefusesControlCharacters(t *testing.T) {
+	for _, name := range []string{"x\n", "a\x1b[2J", "del\x7f", "c1\u0085"} {
+		src := writeTree(t, map[string]string{"ok": "1", name: "2"})
+		p := newPinner(t)
+		d, err := p.Dir(context.Background(), src)
+		if err == nil || !strings.Contains(err.Error(), "unsafe path") {
+			t.Errorf("%q: pin = %v, %v; want an unsafe path error", name, d, err)
+		}
+	}
+}
+
 func TestSplitRule(t *testing.T) {
 	for _, tc := range []struct{ rule, path, split, policy string }{
 		{"dir", "train/x", "train", "dir:test,train,val,validation"},

@@ -93,6 +93,9 @@ func TestS3PinRefusesHostileKeysAndNullVersions(t *testing.T) {
 		"no version":  {"p/a", "", "no pinned version"},
 		"long name":   {"p/" + strings.Repeat("x", 256), "v1", "unsafe path"},
 		"bad unicode": {"p/\xff", "v1", "unsafe path"},
+		"newline":     {"p/x\n/etc/shadow", "v1", "unsafe path"},
+		"escape":      {"p/a\x1b[2J", "v1", "unsafe path"},
+		"c1":          {"p/a\u009bb", "v1", "unsafe path"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeS3(t, map[string]string{"p/ok": "ok"})
