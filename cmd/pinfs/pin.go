@@ -31,7 +31,10 @@ fails the pin and names the keys.
 
 SOURCE DIR copies the regular files under DIR into the store's
 content-addressed area and pins them. Symbolic links and special files are
-refused.
+refused. A file replaced (by a link, a FIFO or another file) or changed
+while it is pinned fails the pin and is named. The store hashes what it
+writes and never reuses a blob it has not re-hashed. Paths with control
+characters are refused.
 
 Pinning the same source versions with the same flags gives the same digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
