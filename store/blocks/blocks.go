@@ -15,10 +15,12 @@
 // served as they are. Every disk-tier hit is verified; one that fails is
 // removed, reported as a "mismatch" event From "disk", and fetched again:
 // for the reader that is not an error. A block fetched from the store that
-// fails is fetched once more after the outboard has been reloaded with
-// fresh=true; if it fails again ReadAt returns an error wrapping
-// b3.ErrMismatch after a "mismatch" event From "network" has been reported.
-// No failure is remembered: the next read of the block tries again.
+// fails (alone or as part of a span request) is fetched once more alone,
+// after the outboard has been reloaded with fresh=true. One "mismatch"
+// event From "network" is reported once the outcome is known: saying
+// "healed" when the refetched copy verifies, and otherwise before ReadAt
+// returns an error wrapping b3.ErrMismatch. No failure is remembered: the
+// next read of the block tries again.
 //
 // # Shared fetches
 //

@@ -177,18 +177,25 @@ func (b *fakeBody) Close() error {
 }
 
 // fakeOutboards serves outboards from a map and counts calls. Bad makes
-// the non-fresh answer for a digest a damaged copy.
+// the non-fresh answer for a digest a damaged copy; Fail, if set, is
+// consulted first and fails the call with the error it returns.
 type fakeOutboards struct {
 	mu    sync.Mutex
 	obs   map[b3.Sum][]byte
 	bad   map[b3.Sum]bool
 	calls []bool // the fresh flag of each call
+	Fail  func() error
 }
 
 func (o *fakeOutboards) Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) ([]byte, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, fresh)
+	if o.Fail != nil {
+		if err := o.Fail(); err != nil {
+			return nil, err
+		}
+	}
 	ob, ok := o.obs[d]
 	if !ok {
 		return nil, fmt.Errorf("fake outboard %v: %w", d, store.ErrNotFound)
@@ -215,15 +222,20 @@ func (o *fakeOutboards) ncalls() (plain, fresh int) {
 
 // recorder is a Reporter that keeps events in order. With fail set it
 // keeps none and returns fail, as a run record that cannot write would.
+// OnReport, if set, is called with each event before it is kept.
 type recorder struct {
-	mu     sync.Mutex
-	events []Event
-	fail   error
+	mu       sync.Mutex
+	events   []Event
+	fail     error
+	OnReport func(Event)
 }
 
 func (r *recorder) Report(ctx context.Context, ev Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.OnReport != nil {
+		r.OnReport(ev)
+	}
 	if r.fail != nil {
 		return r.fail
 	}

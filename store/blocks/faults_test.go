@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 var errSlowDown = fmt.Errorf("503 SlowDown: %w", store.ErrThrottled)
@@ -297,5 +299,78 @@ func damageDiskBlock(t *testing.T, dir string, m *Member, i int64) {
 	b[len(b)/2] ^= 1
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// firstSpanCorrupt returns faults that damage the first span response (a
+// request of more than one block) and, if refetches is > 0, the first
+// refetches requests of the damaged block alone; *bad is set to the
+// offset of the damaged block. The fake store calls it under its lock.
+func firstSpanCorrupt(obj store.Object, refetches int, bad *int64) func(request, int) fault {
+	spans, alone := 0, 0
+	*bad = -1
+	return func(q request, seen int) fault {
+		switch {
+		case q.Obj != obj:
+		case q.N > BlockSize:
+			spans++
+			if spans == 1 {
+				*bad = (q.Off + q.N/2) / BlockSize * BlockSize
+				return fault{Corrupt: true}
+			}
+		case q.Off == *bad && alone < refetches:
+			alone++
+			return fault{Corrupt: true}
+		}
+		return fault{}
+	}
+}
+
+// A block that arrives damaged in a span request is fetched again alone,
+// and reported once, after the refetch: as healed when it verifies.
+func TestSpanCorruptionOnceHealed(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	m := e.member(8*BlockSize + 3)
+	var bad int64
+	e.store.Faults = firstSpanCorrupt(m.Object, 0, &bad)
+	var atReport []int // requests of the damaged block when each event was reported
+	e.rec.OnReport = func(ev Event) { atReport = append(atReport, e.store.perBlock()[request{Obj: m.Object, Off: ev.Off}]) }
+	e.readAll(r, m, 128<<10)
+	r.Close()
+	ev := e.rec.all()
+	if bad < 0 || len(ev) != 1 || ev[0].Kind != KindMismatch || ev[0].From != FromNetwork || ev[0].Off != bad ||
+		!errors.Is(ev[0].Err, b3.ErrMismatch) || !strings.Contains(ev[0].Err.Error(), "healed") {
+		t.Fatalf("events %+v; want one mismatch from the network of block %d, saying healed", ev, bad)
+	}
+	if atReport[0] < 2 {
+		t.Fatalf("the mismatch was reported after %d requests of the block, before its refetch", atReport[0])
+	}
+	if st := r.Stats(); st.Mismatches != 1 {
+		t.Fatalf("stats %+v, want 1 mismatch", st)
+	}
+}
+
+// A block damaged in a span request and again when fetched alone fails
+// the read with one mismatch event, not marked healed.
+func TestSpanCorruptionTwiceFails(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	m := e.member(8 * BlockSize)
+	var bad int64
+	e.store.Faults = firstSpanCorrupt(m.Object, 1, &bad)
+	var failed error
+	p := make([]byte, 128<<10)
+	for off := int64(0); off < m.Size && failed == nil; off += int64(len(p)) {
+		_, failed = r.ReadAt(context.Background(), m, p, off)
+	}
+	if !errors.Is(failed, b3.ErrMismatch) {
+		t.Fatalf("sequential read with a block damaged twice: %v; want b3.ErrMismatch", failed)
+	}
+	r.Close()
+	ev := e.rec.all()
+	if len(ev) != 1 || ev[0].Kind != KindMismatch || ev[0].Off != bad || strings.Contains(ev[0].Err.Error(), "healed") ||
+		!errors.Is(ev[0].Err, b3.ErrMismatch) {
+		t.Fatalf("events %+v; want one mismatch of block %d, not healed", ev, bad)
 	}
 }

@@ -220,29 +220,55 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 	if err != nil {
 		return nil, 0, r.failed(ctx, m, off, n, err)
 	}
-	err = v.check(ctx, b)
-	if err != nil && errors.Is(err, b3.ErrMismatch) {
-		// Fetch once more: the bytes may have been damaged on the way.
-		r.st.mismatches.Add(1)
-		if b, err = r.fetch(ctx, m, off, n); err != nil {
-			return nil, 0, r.failed(ctx, m, off, n, err)
-		}
-		if err = v.verify(b); err != nil {
-			r.st.mismatches.Add(1)
-			err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, fetched twice: %w", m.Path, m.Object, off, n, err)
-			return nil, 0, r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork, Err: err}, err)
-		}
-		// Healed, but every integrity problem goes to the run record.
-		if err := r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork,
-			Err: fmt.Errorf("first copy failed verification, the refetched copy verified (healed): %w", b3.ErrMismatch)}, nil); err != nil {
-			return nil, 0, err
-		}
-	}
-	if err != nil {
-		return nil, 0, r.failed(ctx, m, off, n, err)
+	if b, err = r.fromNetwork(ctx, v, b, v.verify(b), "first copy"); err != nil {
+		return nil, 0, err
 	}
 	r.st.verified.Add(1)
 	return b, fromNetwork, nil
+}
+
+// fromNetwork settles a copy b of v's block fetched from the store, which
+// v.verify answered with bad, and returns the verified bytes or the
+// error (already reported) to give the readers. what names the copy in
+// events ("first copy", "copy in a span request"). A bad copy is checked
+// once more against a reloaded outboard (check), then fetched again alone,
+// as the bytes may have been damaged on the way. One "mismatch" event
+// From "network" is reported once the outcome is known: healed if the
+// refetched copy verifies, and otherwise the failure, which the read then
+// returns (wrapping b3.ErrMismatch); a refetch that fails for a storage
+// reason reports the mismatch and then the fetch failure. As everywhere,
+// an event that cannot be recorded fails the read (ErrNotRecorded).
+func (r *Reader) fromNetwork(ctx context.Context, v *verifier, b []byte, bad error, what string) ([]byte, error) {
+	m, off, n := v.m, v.off, v.n
+	err := v.recheck(ctx, b, bad)
+	switch {
+	case err == nil:
+		return b, nil
+	case !errors.Is(err, b3.ErrMismatch): // the outboard could not be reloaded
+		return nil, r.failed(ctx, m, off, n, err)
+	}
+	r.st.mismatches.Add(1)
+	ev := Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork}
+	b, ferr := r.fetch(ctx, m, off, n)
+	if ferr != nil {
+		ev.Err = fmt.Errorf("%s failed verification (%w), fetching the block again failed: %v", what, err, ferr)
+		if rerr := r.report(ev, nil); rerr != nil {
+			return nil, rerr
+		}
+		return nil, r.failed(ctx, m, off, n, ferr)
+	}
+	if err := v.verify(b); err != nil {
+		r.st.mismatches.Add(1)
+		err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, %s and the refetched copy failed verification: %w", m.Path, m.Object, off, n, what, err)
+		ev.Err = err
+		return nil, r.report(ev, err)
+	}
+	// Healed, but every integrity problem goes to the run record.
+	ev.Err = fmt.Errorf("%s failed verification, the refetched copy verified (healed): %w", what, b3.ErrMismatch)
+	if err := r.report(ev, nil); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // failed reports a storage failure of the byte range off+n of m, unless
@@ -311,7 +337,11 @@ func (v *verifier) verify(b []byte) error {
 // It returns an error wrapping b3.ErrMismatch if b is bad, or another error
 // if the outboard could not be reloaded.
 func (v *verifier) check(ctx context.Context, b []byte) error {
-	err := v.verify(b)
+	return v.recheck(ctx, b, v.verify(b))
+}
+
+// recheck is check for a b that v.verify has already answered with err.
+func (v *verifier) recheck(ctx context.Context, b []byte, err error) error {
 	if err == nil || v.reloaded || wholeMember(v.m) {
 		return err
 	}

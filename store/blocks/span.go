@@ -3,7 +3,6 @@ package blocks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 
@@ -75,10 +74,11 @@ func (r *Reader) startSpan(m *Member, i, from int64, ahead bool, deadline time.T
 }
 
 // flySpan fetches the blocks of fs (blocks i, i+1, ...) with one request
-// and completes each flight as soon as its block is verified. A block that
-// fails verification, and every block after a failed read, is loaded on
-// its own (load), with its retries, refetch and events. A mismatch whose
-// event cannot be recorded fails its block's flight.
+// and completes each flight as soon as its block is verified. A block
+// whose copy fails verification is settled after the request as load
+// settles one (fromNetwork: fetched again alone, one event once the
+// outcome is known); every block after a failed read is loaded on its own
+// (load), with its retries, refetch and events.
 func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 	defer r.wg.Done()
 	if ahead {
@@ -87,6 +87,12 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 	fctx, fcancel := context.WithDeadline(r.ctx, fs[0].deadline)
 	defer fcancel()
 	completed := make([]bool, len(fs))
+	type badCopy struct {
+		b   []byte
+		err error
+	}
+	bad := make([]*badCopy, len(fs))
+	var ob []byte // the outboard the span was verified with
 	func() {
 		off, _ := blockRange(m, i)
 		lastOff, lastN := blockRange(m, i+int64(len(fs))-1)
@@ -95,6 +101,7 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 		if err := v.loadOutboard(fctx); err != nil {
 			return
 		}
+		ob = v.outboard
 		if err := r.lim.wait(fctx); err != nil {
 			return
 		}
@@ -122,14 +129,7 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 			}
 			r.st.fetches.Add(1)
 			if err := v.verify(buf); err != nil {
-				// Every integrity problem is reported; load fetches the
-				// block again and reports again if that copy fails too.
-				r.st.mismatches.Add(1)
-				if err := r.report(Event{Kind: KindMismatch, Member: m, Off: v.off, Len: v.n, From: FromNetwork,
-					Err: fmt.Errorf("copy in a span request failed verification, fetching the block alone: %w", err)}, nil); err != nil {
-					r.complete(fs[j], m, i+int64(j), nil, 0, err)
-					completed[j] = true
-				}
+				bad[j] = &badCopy{buf, err} // settled after the request
 				continue
 			}
 			r.st.verified.Add(1)
@@ -138,7 +138,17 @@ func (r *Reader) flySpan(fs []*flight, m *Member, i int64, ahead bool) {
 		}
 	}()
 	for j, ok := range completed {
-		if !ok {
+		switch {
+		case ok:
+		case bad[j] != nil:
+			off, n := blockRange(m, i+int64(j))
+			v := &verifier{r: r, m: m, off: off, n: n, outboard: ob}
+			b, err := r.fromNetwork(fctx, v, bad[j].b, bad[j].err, "copy in a span request")
+			if err == nil {
+				r.st.verified.Add(1)
+			}
+			r.complete(fs[j], m, i+int64(j), b, fromNetwork, err)
+		default:
 			b, src, err := r.load(fctx, m, i+int64(j))
 			r.complete(fs[j], m, i+int64(j), b, src, err)
 		}
