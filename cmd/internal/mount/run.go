@@ -109,6 +109,11 @@ func Run(ctx context.Context, c Config) (err error) {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		log.Info("metrics", "url", "http://"+addr.String()+"/metrics")
+		if !metrics.Loopback(addr) {
+			log.Warn("metrics and pprof are served on an address other hosts can reach: "+
+				"/debug/pprof/ shows this process's memory and command line to anyone who connects; "+
+				"use a loopback address (127.0.0.1:PORT)", "addr", addr.String())
+		}
 	}
 	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
