@@ -36,22 +36,27 @@
 //
 // # Storage errors
 //
-// The Reader is the one retry layer of the read path (the store makes one
-// attempt per request). Every request first waits for a slot of a limiter
-// shared by all fetches: a store.ErrThrottled answer halves the rate at
-// which requests may start and holds them all off for a while; answers
-// that are not throttled raise it again. Throttled requests are retried
-// with jittered exponential backoff until the read timeout; server errors,
-// resets and timeouts are retried the same way, up to Config.Attempts
-// failed requests per fetch. A body cut short keeps the bytes received and
-// asks only for the rest of the block; a body that delivers nothing for
-// Config.StallTimeout is cut off and retried. A block load is bounded by
-// Config.ReadTimeout from the read that started it: past it, it fails with
-// ErrReadTimeout. store.ErrNotFound (the pinned version is gone) is
+// The Reader is the one retry layer of the read path for block bytes (the
+// store makes one attempt per ranged request). Every request first waits
+// for a slot of a limiter shared by all fetches: a store.ErrThrottled
+// answer halves the rate at which requests may start and holds them all
+// off for a while; answers that are not throttled raise it again. Every
+// failure that may pass — throttling, server errors, refused or reset
+// connections, timeouts, a stalled or cut body — is retried with jittered
+// exponential backoff (Config.Backoff doubling up to Config.MaxBackoff,
+// never less than 1 ms) until the read timeout; so is loading a member's
+// outboard. A body cut short keeps the bytes received and asks only for
+// the rest of the block (at once if it delivered 64 KiB or more, after a
+// backoff otherwise); a body that delivers nothing for Config.StallTimeout
+// is cut off and retried. A block load is bounded by Config.ReadTimeout
+// from the read that started it: past it, it fails with ErrReadTimeout
+// wrapping the last failure. Config.Attempts, if set, also caps the
+// failed requests (other than throttled ones) of one fetch and the tries
+// of one outboard load. store.ErrNotFound (the pinned version is gone) is
 // reported as a "version_missing" event, store.ErrAccessDenied and the
-// other store sentinels fail at once, and a fetch that runs out of
-// attempts or time is reported as "fetch_failed". Returned errors wrap the
-// cause, so errors.Is finds the store sentinel, ErrReadTimeout,
+// other permanent store answers fail at once, and a fetch that runs out of
+// time (or attempts) is reported as "fetch_failed". Returned errors wrap
+// the cause, so errors.Is finds the store sentinel, ErrReadTimeout,
 // b3.ErrMismatch or context.Canceled (the reader's own context only).
 //
 // # Events
@@ -155,9 +160,10 @@ type Config struct {
 	// OutboardBytes bounds the outboards kept in memory (default 64 MiB).
 	// The outboard in use is kept even if it alone is larger.
 	OutboardBytes int64
-	// Attempts is the number of requests of one fetch that may fail other
-	// than by throttling (default 5); throttled requests are retried until
-	// ReadTimeout.
+	// Attempts, if > 0, caps the requests of one fetch that may fail other
+	// than by throttling, and the tries of one outboard load, in addition
+	// to ReadTimeout. The default (0) leaves ReadTimeout as the only
+	// bound: every failure that may pass is retried until then.
 	Attempts int
 	// Backoff is the wait before the first retry (default 100 ms); it
 	// doubles for each further retry, up to MaxBackoff (default 5 s).
@@ -189,9 +195,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.OutboardBytes <= 0 {
 		c.OutboardBytes = 64 << 20
-	}
-	if c.Attempts <= 0 {
-		c.Attempts = 5
 	}
 	def(&c.Backoff, 100*time.Millisecond)
 	def(&c.MaxBackoff, 5*time.Second)

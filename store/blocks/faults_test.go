@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -372,5 +374,110 @@ func TestSpanCorruptionTwiceFails(t *testing.T) {
 	if len(ev) != 1 || ev[0].Kind != KindMismatch || ev[0].Off != bad || strings.Contains(ev[0].Err.Error(), "healed") ||
 		!errors.Is(ev[0].Err, b3.ErrMismatch) {
 		t.Fatalf("events %+v; want one mismatch of block %d, not healed", ev, bad)
+	}
+}
+
+// errRefused is what a dial to a gateway that is down gives.
+var errRefused = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+
+// refusedFor returns a function that gives errRefused until d has passed
+// (forever if d < 0), then nil.
+func refusedFor(d time.Duration) func() error {
+	up := time.Now().Add(d)
+	return func() error {
+		if d < 0 || time.Now().Before(up) {
+			return errRefused
+		}
+		return nil
+	}
+}
+
+// A store that refuses connections for a while, shorter than the read
+// timeout, is waited out: the read gets its bytes and no event, whether
+// the outboard must be loaded through the outage too or only the blocks.
+func TestOutageWaitedOut(t *testing.T) {
+	const outage = 2 * time.Second
+	for _, obDown := range []bool{true, false} {
+		t.Run(fmt.Sprintf("outboard down %v", obDown), func(t *testing.T) {
+			e := newEnv(t)
+			// The default backoff: 100 ms, doubling.
+			r := e.reader(Config{MemBytes: 8 << 20, ReadTimeout: 20 * time.Second, Backoff: 100 * time.Millisecond})
+			m := e.member(3*BlockSize + 5)
+			down := refusedFor(outage)
+			e.store.Faults = func(request, int) fault { return fault{Err: down()} }
+			if obDown {
+				e.obs.Fail = down
+			}
+			start := time.Now()
+			e.readAll(r, m, BlockSize)
+			t.Logf("read across a %v outage in %v, %d requests", outage, time.Since(start).Round(time.Millisecond), len(e.store.requests()))
+			if ev := e.rec.all(); len(ev) != 0 {
+				t.Fatalf("events %+v", ev)
+			}
+		})
+	}
+}
+
+// A store that refuses connections for good fails the read within the
+// read timeout (plus a margin) with ErrReadTimeout, never an interrupt,
+// and a fetch_failed event, without spinning.
+func TestStoreDownForever(t *testing.T) {
+	const readTimeout = 2 * time.Second
+	for _, size := range []int64{3*BlockSize + 5, 1000} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			e := newEnv(t)
+			r := e.reader(Config{MemBytes: 8 << 20, ReadTimeout: readTimeout, Backoff: 100 * time.Millisecond})
+			m := e.member(size)
+			down := refusedFor(-1)
+			e.store.Faults = func(request, int) fault { return fault{Err: down()} }
+			e.obs.Fail = down
+			start := time.Now()
+			n, err := r.ReadAt(context.Background(), m, make([]byte, 100), 0)
+			took := time.Since(start)
+			t.Logf("store down: read failed after %v, %d requests: %v", took, len(e.store.requests()), err)
+			if n != 0 || !errors.Is(err, ErrReadTimeout) || !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("ReadAt = %d, %v; want ErrReadTimeout wrapping the refusal", n, err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				t.Fatalf("ReadAt: %v reads as an interrupt (EINTR)", err)
+			}
+			if took > readTimeout+10*time.Second {
+				t.Fatalf("read failed after %v, read timeout %v", took, readTimeout)
+			}
+			if q := len(e.store.requests()); q > 40 {
+				t.Fatalf("%d requests in %v", q, took)
+			}
+			// Readahead may fail the next block too, with an event of its own.
+			var block0 bool
+			for _, ev := range e.rec.all() {
+				if ev.Kind != KindFetchFailed || !errors.Is(ev.Err, ErrReadTimeout) {
+					t.Fatalf("event %+v; want fetch_failed events that say read timeout", ev)
+				}
+				block0 = block0 || ev.Off == 0
+			}
+			if !block0 {
+				t.Fatalf("events %+v; want a fetch_failed of block 0", e.rec.all())
+			}
+		})
+	}
+}
+
+// A store that cuts every body after a few bytes does not make a fetch
+// spin: the requests back off, and the read fails at the read timeout.
+func TestCutBodiesDoNotSpin(t *testing.T) {
+	const readTimeout = time.Second
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
+	m := e.member(BlockSize)
+	e.store.Faults = func(request, int) fault { return fault{Short: true, Cut: 10} }
+	start := time.Now()
+	_, err := r.ReadAt(context.Background(), m, make([]byte, 100), 0)
+	took := time.Since(start)
+	t.Logf("cut bodies: read failed after %v, %d requests: %v", took, len(e.store.requests()), err)
+	if !errors.Is(err, ErrReadTimeout) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("ReadAt: %v; want ErrReadTimeout wrapping the cut", err)
+	}
+	if q := len(e.store.requests()); q > 60 {
+		t.Fatalf("%d requests in %v", q, took)
 	}
 }

@@ -26,14 +26,23 @@ func permanent(err error) bool {
 	return false
 }
 
+// resumeAtOnce is the least a cut-off request must have delivered for
+// the rest to be asked for at once; a request that delivered less is
+// retried after a backoff like one that delivered nothing, so that a
+// server cutting every body short cannot make a fetch spin.
+const resumeAtOnce = 64 << 10
+
 // fetch reads the n bytes of m at off from the store. A request that fails
 // after delivering some bytes is resumed from the first missing byte.
-// Every request waits for a slot of the Reader's limiter first. A throttled
-// answer slows the limiter down and is retried with backoff until ctx's
-// deadline (the read timeout); other transient failures are retried with
-// backoff up to Attempts requests in all. ctx is the flight's context (the
-// Reader's, with the read deadline): a request is never canceled because
-// one reader gave up.
+// Every request waits for a slot of the Reader's limiter first; a
+// throttled answer slows the limiter down. Every failure that may pass
+// (throttling, 5xx, refused or reset connections, timeouts, stalls, a
+// body cut short) is retried with jittered exponential backoff until ctx's
+// deadline (the read timeout), or, if Config.Attempts is set, until that
+// many requests failed other than by throttling; a permanent answer (the
+// version is gone, access denied, another version) fails at once. ctx is
+// the flight's context (the Reader's, with the read deadline): a request
+// is never canceled because one reader gave up.
 func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, error) {
 	if err := m.Object.Validate(); err != nil {
 		return nil, err
@@ -59,9 +68,8 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, er
 			return nil, r.stopped(ctx, last)
 		}
 		last = err
-		throttled := errors.Is(err, store.ErrThrottled)
 		switch {
-		case throttled:
+		case errors.Is(err, store.ErrThrottled):
 			r.lim.throttled()
 		case got > 0:
 			r.lim.ok()
@@ -69,11 +77,11 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, er
 		default:
 			failures++
 		}
-		if permanent(err) || failures >= r.cfg.Attempts {
-			return nil, fmt.Errorf("%v: request %d (%d failed of %d allowed): %w", m.Object, attempt, failures, r.cfg.Attempts, err)
+		if permanent(err) || r.cfg.Attempts > 0 && failures >= r.cfg.Attempts {
+			return nil, fmt.Errorf("%v: request %d (%d failed): %w", m.Object, attempt, failures, err)
 		}
 		r.st.retries.Add(1)
-		if got > 0 {
+		if got >= resumeAtOnce {
 			continue // the connection was cut, not refused: resume at once
 		}
 		if err := r.sleep(ctx, r.backoff(attempt)); err != nil {
@@ -82,11 +90,17 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off, n int64) ([]byte, er
 	}
 }
 
-// sleep waits for d, or fails at once with errNoSlot if d would end after
-// ctx's deadline, or with ctx.Err() if ctx ends first.
+// sleep waits for d before a retry, or fails with ctx.Err() if ctx ends
+// first. A d that would end after ctx's deadline is cut to half the time
+// left, so that one more try fits; if that is less than Config.Backoff,
+// sleep fails at once with errNoSlot.
 func (r *Reader) sleep(ctx context.Context, d time.Duration) error {
-	if dl, ok := ctx.Deadline(); ok && time.Now().Add(d).After(dl) {
-		return errNoSlot
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); d > left {
+			if d = left / 2; d < r.cfg.Backoff {
+				return errNoSlot
+			}
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -115,14 +129,19 @@ func (r *Reader) stopped(ctx context.Context, last error) error {
 	return fmt.Errorf("%w (%v); last failure: %w", ErrReadTimeout, r.cfg.ReadTimeout, last)
 }
 
+// minBackoff is the floor of every wait before a retry, whatever
+// Config.Backoff says, so that no retry loop can spin.
+const minBackoff = time.Millisecond
+
 // backoff returns the wait after the attempt-th failed request: Backoff
-// doubled attempt-1 times, at most MaxBackoff, with the upper half jittered.
+// doubled attempt-1 times, at most MaxBackoff, with the upper half
+// jittered, and never less than minBackoff.
 func (r *Reader) backoff(attempt int) time.Duration {
 	d := r.cfg.Backoff << min(attempt-1, 30)
 	if d <= 0 || d > r.cfg.MaxBackoff {
 		d = r.cfg.MaxBackoff
 	}
-	return d/2 + rand.N(d/2+1)
+	return max(d/2+rand.N(d/2+1), minBackoff)
 }
 
 // request makes one ranged read of len(buf) bytes of obj at off into buf

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -99,23 +100,36 @@ func (r *Reader) outboard(ctx context.Context, m *Member, fresh bool) ([]byte, e
 	return f.ob, f.err
 }
 
-// loadOutboard asks Outboards for m's outboard, retrying transient errors.
+// loadOutboard asks Outboards for m's outboard and retries as fetch does:
+// every failure that may pass (throttling, 5xx, refused or reset
+// connections, timeouts) with jittered exponential backoff until ctx's
+// deadline (the read timeout), or up to Config.Attempts loads if that is
+// set. A permanent store answer or an outboard of the wrong size fails at
+// once. Retries wait for the shared limiter, which a throttled answer
+// slows down; the first load does not, as it is mostly a local copy.
 func (r *Reader) loadOutboard(ctx context.Context, m *Member, fresh bool) ([]byte, error) {
 	r.st.outboardLoads.Add(1)
+	fail := func(err error) error { return fmt.Errorf("%w %v (fresh %v): %w", errOutboard, m.Digest, fresh, err) }
 	for attempt := 1; ; attempt++ {
 		ob, err := r.cfg.Outboards.Outboard(ctx, m.Digest, m.Size, fresh)
 		if err == nil {
 			return ob, nil
 		}
 		if ctx.Err() != nil {
-			return nil, r.stopped(ctx, err)
+			return nil, fail(r.stopped(ctx, err))
 		}
-		if permanent(err) || attempt >= r.cfg.Attempts {
-			return nil, fmt.Errorf("%w %v (fresh %v): %w", errOutboard, m.Digest, fresh, err)
+		if errors.Is(err, store.ErrThrottled) {
+			r.lim.throttled()
+		}
+		if permanent(err) || errors.Is(err, b3.ErrMismatch) || r.cfg.Attempts > 0 && attempt >= r.cfg.Attempts {
+			return nil, fail(err)
 		}
 		r.st.retries.Add(1)
 		if serr := r.sleep(ctx, r.backoff(attempt)); serr != nil {
-			return nil, fmt.Errorf("%w %v (fresh %v): %w", errOutboard, m.Digest, fresh, r.stopped(ctx, err))
+			return nil, fail(r.stopped(ctx, err))
+		}
+		if serr := r.lim.wait(ctx); serr != nil {
+			return nil, fail(r.stopped(ctx, err))
 		}
 	}
 }
