@@ -31,6 +31,10 @@ var (
 	// ErrThrottled: the backend asked the client to slow down (S3 503
 	// SlowDown, 429 and the like); callers back off before they ask again.
 	ErrThrottled = errors.New("throttled: the store asks to slow down")
+	// ErrBadResponse: the backend answered with other bytes than asked for
+	// (a ranged read answered without the asked Content-Range, as by a
+	// server or proxy that ignores Range). Asking again would get the same.
+	ErrBadResponse = errors.New("the store answered with another range than asked for")
 	// ErrExist: Create found the key taken already.
 	ErrExist = errors.New("already exists")
 	// ErrNotExclusive: the backend cannot create this key exclusively (no

@@ -53,8 +53,9 @@
 // wrapping the last failure. Config.Attempts, if set, also caps the
 // failed requests (other than throttled ones) of one fetch and the tries
 // of one outboard load. store.ErrNotFound (the pinned version is gone) is
-// reported as a "version_missing" event, store.ErrAccessDenied and the
-// other permanent store answers fail at once, and a fetch that runs out of
+// reported as a "version_missing" event, store.ErrAccessDenied,
+// store.ErrBadResponse (the wrong range) and the other permanent store
+// answers fail at once, and a fetch that runs out of
 // time (or attempts) is reported as "fetch_failed". Returned errors wrap
 // the cause, so errors.Is finds the store sentinel, ErrReadTimeout,
 // b3.ErrMismatch or context.Canceled (the reader's own context only).

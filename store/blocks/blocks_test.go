@@ -378,20 +378,25 @@ func TestNotFound(t *testing.T) {
 	}
 }
 
-func TestAccessDenied(t *testing.T) {
-	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20})
-	m := e.member(100)
-	e.store.Faults = func(request, int) fault { return fault{Err: fmt.Errorf("403: %w", store.ErrAccessDenied)} }
-	_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
-	if !errors.Is(err, store.ErrAccessDenied) {
-		t.Fatalf("ReadAt: %v", err)
-	}
-	if n := len(e.store.requests()); n != 1 {
-		t.Fatalf("%d requests, want 1 (no retry)", n)
-	}
-	if ev := e.rec.all(); len(ev) != 1 || ev[0].Kind != KindFetchFailed {
-		t.Fatalf("events %+v", ev)
+// TestPermanentErrorsNotRetried: an answer that asking again cannot
+// change (access denied; the wrong range from a server that ignores
+// Range) fails the read at once with one request and a fetch_failed event.
+func TestPermanentErrorsNotRetried(t *testing.T) {
+	for _, sentinel := range []error{store.ErrAccessDenied, store.ErrBadResponse} {
+		e := newEnv(t)
+		r := e.reader(Config{MemBytes: 8 << 20})
+		m := e.member(100)
+		e.store.Faults = func(request, int) fault { return fault{Err: fmt.Errorf("answer: %w", sentinel)} }
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
+		if !errors.Is(err, sentinel) {
+			t.Fatalf("%v: ReadAt: %v", sentinel, err)
+		}
+		if n := len(e.store.requests()); n != 1 {
+			t.Fatalf("%v: %d requests, want 1 (no retry)", sentinel, n)
+		}
+		if ev := e.rec.all(); len(ev) != 1 || ev[0].Kind != KindFetchFailed {
+			t.Fatalf("%v: events %+v", sentinel, ev)
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ var errStalled = errors.New("no bytes received within the stall timeout")
 // permanent reports whether err cannot be cured by asking again.
 func permanent(err error) bool {
 	for _, s := range []error{store.ErrNotFound, store.ErrAccessDenied, store.ErrVersionMismatch,
-		store.ErrNoVersion, store.ErrUnversioned} {
+		store.ErrNoVersion, store.ErrUnversioned, store.ErrBadResponse} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -132,7 +132,8 @@ func (c *Client) ReadRange(ctx context.Context, obj store.Object, off, length in
 		// A server or proxy that ignores Range would hand back the wrong bytes.
 		if want := fmt.Sprintf("bytes %d-", off); !strings.HasPrefix(aws.ToString(out.ContentRange), want) {
 			out.Body.Close()
-			return nil, fmt.Errorf("s3store: read %v: asked for %s, got Content-Range %q", v, rng, aws.ToString(out.ContentRange))
+			return nil, fmt.Errorf("s3store: read %v: asked for %s, got Content-Range %q: %w",
+				v, rng, aws.ToString(out.ContentRange), store.ErrBadResponse)
 		}
 	}
 	n := length

@@ -280,7 +280,8 @@ func cutResponse(buf *bufio.ReadWriter, version string) {
 }
 
 // TestRangeIgnored: a server that answers a ranged GET with the whole
-// object must not have its bytes served as the range.
+// object must not have its bytes served as the range; the error wraps
+// store.ErrBadResponse, which the block reader does not retry.
 func TestRangeIgnored(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("data", "Enabled")
@@ -290,8 +291,11 @@ func TestRangeIgnored(t *testing.T) {
 		io.WriteString(w, "0123456789")
 		return true
 	})
-	if got, err := readRange(c, mustVersion(t, "data", "k", v1), 5, 3); err == nil {
-		t.Errorf("ReadRange(5, 3) with Range ignored = %q; want error", got)
+	for _, tc := range []struct{ off, length int64 }{{5, 3}, {0, 4}, {3, -1}} {
+		got, err := readRange(c, mustVersion(t, "data", "k", v1), tc.off, tc.length)
+		if !errors.Is(err, store.ErrBadResponse) {
+			t.Errorf("ReadRange(%d, %d) with Range ignored = %q, %v; want ErrBadResponse", tc.off, tc.length, got, err)
+		}
 	}
 }
 
