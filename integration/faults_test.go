@@ -19,6 +19,7 @@ import (
 	"github.com/pinfs/pinfs/integration/faultproxy"
 	"github.com/pinfs/pinfs/integration/fusetest"
 	"github.com/pinfs/pinfs/integration/s3test"
+	"github.com/pinfs/pinfs/store/cache/cachetest"
 )
 
 // The fault suite's timeouts: short, so that the suite stays quick, and
@@ -221,22 +222,6 @@ func wantNoFaultEvents(t *testing.T, record, rel string) {
 	}
 }
 
-// tmpfs mounts a tmpfs of size at a new directory (read-only when ro) and
-// removes it when the test ends.
-func tmpfs(t *testing.T, size string, ro bool) string {
-	t.Helper()
-	dir := t.TempDir()
-	var flags uintptr = unix.MS_NOSUID | unix.MS_NODEV
-	if ro {
-		flags |= unix.MS_RDONLY
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", flags, "size="+size+",mode=0700"); err != nil {
-		t.Fatalf("mount tmpfs at %s: %v", dir, err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
-
 // TestFaults injects one fault at a time between a real mount and
 // versitygw and checks what a reader gets: the pinned bytes, or a
 // fail-closed errno within a bound and a run-record event that says why;
@@ -430,8 +415,7 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("cache dir full", func(t *testing.T) {
-		cache := tmpfs(t, "256k", false)
-		fill(t, filepath.Join(cache, "filler"))
+		cache := cachetest.FullDir(t)
 		dir, _, _ := ff.mount(t, cache)
 		for _, rel := range []string{fzBig, fzOther} {
 			b, _, err := timedRead(t, filepath.Join(dir, rel))
@@ -441,7 +425,8 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("cache dir read-only", func(t *testing.T) {
-		cache := tmpfs(t, "1m", true)
+		cache := t.TempDir()
+		cachetest.ReadOnly(t, cache)
 		dir, _, _ := ff.mount(t, cache)
 		for _, rel := range []string{fzBig, fzOther} {
 			b, _, err := timedRead(t, filepath.Join(dir, rel))
@@ -635,23 +620,4 @@ func ranges(rs []faultproxy.Request) []string {
 		out = append(out, r.Range+" "+r.Fault)
 	}
 	return out
-}
-
-// fill writes to p until the file system is full.
-func fill(t *testing.T, p string) {
-	t.Helper()
-	fh, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := fh.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", p, err)
-			}
-			return
-		}
-	}
 }

@@ -30,11 +30,12 @@ func ReadOnly(t testing.TB, dir string) {
 }
 
 // FullDir returns a directory on a 64 KiB tmpfs that has been filled, so
-// that writing a file there fails with ENOSPC. It needs root.
+// that writing a file there fails with ENOSPC. It is private (0700), as a
+// mount's cache dir must be. It needs root.
 func FullDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	mount(t, dir, "size=64k")
+	mount(t, dir, "size=64k,mode=0700")
 	f, err := os.Create(filepath.Join(dir, "fill"))
 	if err != nil {
 		t.Fatal(err)
