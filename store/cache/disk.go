@@ -156,7 +156,7 @@ func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
 		d.warned.Store(true)
 		d.writeErrors.Add(1)
 		d.log.Warn("disk cache: the directory cannot be written: blocks already there are served, new ones are not kept",
-			"dir", dir, "err", err)
+			"dir", dir, "err", werr)
 	}
 	return d, nil
 }
