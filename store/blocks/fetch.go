@@ -102,6 +102,14 @@ func (r *Reader) sleep(ctx context.Context, d time.Duration) error {
 			}
 		}
 	}
+	return pause(ctx, d)
+}
+
+// pause waits for d, or returns ctx.Err() if ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -54,18 +54,7 @@ func (l *limiter) wait(ctx context.Context) error {
 	}
 	l.next = at.Add(l.gap)
 	l.mu.Unlock()
-	d := time.Until(at)
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return pause(ctx, time.Until(at))
 }
 
 // throttled halves the rate and holds requests off: the store asked to
