@@ -19,7 +19,6 @@ type Stats struct {
 	Mismatches     int64 // copies of block bytes that failed verification
 	OutboardLoads  int64 // outboards read through Config.Outboards
 	Readaheads     int64 // flights started by readahead
-	DiskErrors     int64 // blocks the disk tier failed to store
 	FreshFlights   int64 // loads started again for a read that joined a failed one
 	VersionMissing int64 // "version_missing" events
 	FetchFailed    int64 // "fetch_failed" events
@@ -33,7 +32,7 @@ type Stats struct {
 
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
-	mismatches, outboardLoads, readaheads, diskErrors, freshFlights,
+	mismatches, outboardLoads, readaheads, freshFlights,
 	versionMissing, fetchFailed, eventsUnrecorded atomic.Int64
 }
 
@@ -52,7 +51,6 @@ func (r *Reader) Stats() Stats {
 		Mismatches:     r.st.mismatches.Load(),
 		OutboardLoads:  r.st.outboardLoads.Load(),
 		Readaheads:     r.st.readaheads.Load(),
-		DiskErrors:     r.st.diskErrors.Load(),
 		FreshFlights:   r.st.freshFlights.Load(),
 		VersionMissing: r.st.versionMissing.Load(),
 		FetchFailed:    r.st.fetchFailed.Load(),

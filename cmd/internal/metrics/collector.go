@@ -64,7 +64,7 @@ func newStatsCollector(src Source) *statsCollector {
 		mk(desc("pinfs_disk_cache_blocks", "Blocks held by the disk cache tier."),
 			gauge, func(s *blocks.Stats) int64 { return s.Disk.Blocks }),
 		mk(desc("pinfs_disk_cache_write_errors_total", "Verified blocks the disk cache tier failed to store."),
-			counter, func(s *blocks.Stats) int64 { return s.DiskErrors }),
+			counter, func(s *blocks.Stats) int64 { return s.Disk.WriteErrors }),
 		mk(desc("pinfs_network_fetches_total", "Blocks fetched from the store."),
 			counter, func(s *blocks.Stats) int64 { return s.NetworkFetches }),
 		mk(desc("pinfs_joined_reads_total", "Block reads served by a load that another read or a readahead had started."),

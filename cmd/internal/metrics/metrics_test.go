@@ -56,13 +56,12 @@ var sampleStats = blocks.Stats{
 	Mismatches:     1,
 	OutboardLoads:  4,
 	Readaheads:     6,
-	DiskErrors:     5,
 	VersionMissing: 14,
 	FetchFailed:    15,
 	// An event the run record could not take: it failed its read.
 	EventsUnrecorded: 16,
 	Mem:              cache.MemStats{Hits: 41, Misses: 30, Bytes: 7 << 20, Evictions: 12, Rejected: 1},
-	Disk:             cache.DiskStats{Hits: 10, Misses: 8, Bytes: 9 << 20, Blocks: 9, Evictions: 13, Writes: 8},
+	Disk:             cache.DiskStats{Hits: 10, Misses: 8, Bytes: 9 << 20, Blocks: 9, Evictions: 13, Writes: 8, WriteErrors: 5},
 }
 
 const wantStats = `
