@@ -131,7 +131,7 @@ func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
 	if dir == "" {
 		return nil, errors.New("cache: disk tier: no directory")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return d.disable(err), nil
 	}
 	lock, err := os.Open(dir)
@@ -285,7 +285,7 @@ func (d *Disk) Put(k Key, b []byte) error {
 
 // writeTemp writes b to a new temporary file in dir and returns its name.
 func writeTemp(dir string, b []byte) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")

@@ -70,7 +70,7 @@ func New(dir string, remote store.Blobs, opts ...Option) *Cache {
 	for _, o := range opts {
 		o(c)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		c.writeFailed(dir, err)
 	}
 	return c
@@ -161,7 +161,7 @@ func (c *Cache) keep(key string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")

@@ -18,8 +18,9 @@ const readyEnv = "PINFS_READY_FD"
 
 // Background starts this binary again with args (a foreground mount),
 // detached in its own session with stdout and stderr appended to logPath
-// (created 0600, never through a symbolic link), and waits until it reports that the mount serves, reports an error, or
-// exits; at most timeout. It returns the child's pid and its run id.
+// (created 0600, never through a symbolic link), and waits until it
+// reports that the mount serves, reports an error, or exits; at most
+// timeout. It returns the child's pid and its run id.
 func Background(args []string, logPath string, timeout time.Duration) (int, string, error) {
 	self, err := os.Executable()
 	if err != nil {
