@@ -40,8 +40,9 @@ func (p Problem) String() string {
 // CheckMembers checks the structure of a member table that ParseMembers
 // accepted: unique ids (so one split per id), safe and unique paths, no
 // path that is both a file and a directory, well-formed digests and sizes,
-// the digest of no bytes for a member of size 0, exactly one source per member, and a real version id for every S3
-// member. It returns every problem found, in table order.
+// the digest of no bytes for a member of size 0, exactly one source per
+// member, and a real version id for every S3 member. It returns every
+// problem found, in table order.
 func CheckMembers(ms []Member) []Problem { return NewTable(ms).Check() }
 
 // Check returns the problems CheckMembers reports for the members of t.
