@@ -13,10 +13,7 @@ import (
 func TestBucketCreate(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "pinfs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "pinfs")
 	if err := b.Create(ctx, "runs/r/run.json", []byte("first")); err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +53,7 @@ func TestBucketCreateNotExclusive(t *testing.T) {
 			f, c := newFake(t)
 			f.markerExists = tc.markerExists
 			f.createBucket("st", "Enabled")
-			b, err := NewBucket(c, "st", "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := mustBucket(t, c, "st", "")
 			if tc.marker {
 				f.put("st", "k", []byte("old"))
 				f.deleteKey("st", "k")
@@ -74,7 +68,7 @@ func TestBucketCreateNotExclusive(t *testing.T) {
 				})
 			}
 			n := len(f.requests())
-			err = b.Create(ctx, "k", []byte("new"))
+			err := b.Create(ctx, "k", []byte("new"))
 			if tc.ok {
 				if err != nil {
 					t.Fatal(err)

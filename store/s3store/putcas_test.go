@@ -32,10 +32,7 @@ func countPuts(reqs []*http.Request) int {
 func TestBucketPutCASReplacesBadBlobOfRightSize(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "pfx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "pfx")
 	data := []byte("member bytes")
 	d := b3.Of(data)
 	k := "pfx/cas/blake3/" + d.Hex()
@@ -61,10 +58,7 @@ func TestBucketPutCASReplacesBadBlobOfRightSize(t *testing.T) {
 func TestBucketPutCASRefusesBytesOfAnotherDigest(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "")
 	d := b3.Of([]byte("the pinned bytes"))
 	k := "cas/blake3/" + d.Hex()
 	if _, err := b.PutCAS(ctx, d.String(), strings.NewReader("the pinned bytez"), 16); !errors.Is(err, b3.ErrMismatch) {
@@ -89,10 +83,7 @@ func TestBucketPutCASRefusesBytesOfAnotherDigest(t *testing.T) {
 func TestRealPutCASVerifies(t *testing.T) {
 	srv, c := startReal(t)
 	srv.CreateBucket(t, "pinstore", true)
-	b, err := NewBucket(c, "pinstore", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "pinstore", "")
 	b.partSize = 5 << 20 // S3's minimum
 	data := make([]byte, 2*b.partSize+12345)
 	for i := range data {

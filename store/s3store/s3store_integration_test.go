@@ -177,10 +177,7 @@ func TestRealAccessDenied(t *testing.T) {
 func TestRealBucketStore(t *testing.T) {
 	srv, c := startReal(t)
 	srv.CreateBucket(t, "pinstore", true)
-	b, err := NewBucket(c, "pinstore", "pinfs")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "pinstore", "pinfs")
 	if _, err := b.Get(ctx, "manifests/m"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Get(missing) = %v; want ErrNotFound", err)
 	}
@@ -228,10 +225,7 @@ func TestRealBucketStore(t *testing.T) {
 func TestRealPutCASMultipart(t *testing.T) {
 	srv, c := startReal(t)
 	srv.CreateBucket(t, "pinstore", true)
-	b, err := NewBucket(c, "pinstore", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "pinstore", "")
 	b.partSize = 5 << 20 // S3's minimum
 	data := make([]byte, 2*b.partSize+12345)
 	for i := range data {
@@ -261,10 +255,7 @@ func TestRealPutCASMultipart(t *testing.T) {
 func TestRealPutCASUnversioned(t *testing.T) {
 	srv, c := startReal(t)
 	srv.CreateBucket(t, "plain", false)
-	b, err := NewBucket(c, "plain", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "plain", "")
 	if obj, err := b.PutCAS(ctx, b3.Of([]byte("abc")).String(), strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
 		t.Errorf("PutCAS into an unversioned bucket = %+v, %v; want ErrUnversioned", obj, err)
 	}

@@ -33,6 +33,16 @@ func mustVersion(t testing.TB, bucket, key, id string) store.Object {
 	return obj
 }
 
+// mustBucket returns the store in bucket under prefix, reached through c.
+func mustBucket(t testing.TB, c *Client, bucket, prefix string) *Bucket {
+	t.Helper()
+	b, err := NewBucket(c, bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func readRange(c *Client, obj store.Object, off, length int64) ([]byte, error) {
 	rc, err := c.ReadRange(ctx, obj, off, length)
 	if err != nil {
@@ -213,10 +223,7 @@ func TestAccessDenied(t *testing.T) {
 		writeErr(w, r, http.StatusForbidden, "AccessDenied")
 		return true
 	})
-	b, err := NewBucket(c, "data", "store")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "data", "store")
 	checks := map[string]error{}
 	_, checks["ReadRange"] = readRange(c, obj, 0, 2)
 	_, checks["Stat"] = c.Stat(ctx, obj)
@@ -421,10 +428,7 @@ func TestListCurrentNullVersions(t *testing.T) {
 func TestBucketBlobs(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "/pinfs/store/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "/pinfs/store/")
 	if b.String() != "s3://st/pinfs/store" {
 		t.Errorf("String = %q", b.String())
 	}
@@ -469,10 +473,7 @@ func TestBucketBlobs(t *testing.T) {
 func TestBucketPutRace(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "")
 	for _, tc := range []struct {
 		winner string
 		ok     bool
@@ -506,10 +507,7 @@ func TestBucketPutOverDeleteMarker(t *testing.T) {
 		f, c := newFake(t)
 		f.markerExists = markerExists
 		f.createBucket("store", "Enabled")
-		b, err := NewBucket(c, "store", "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustBucket(t, c, "store", "")
 		f.put("store", "manifests/m", []byte("old"))
 		f.deleteKey("store", "manifests/m")
 		if err := b.Put(ctx, "manifests/m", []byte("new")); err != nil {
@@ -533,10 +531,7 @@ func TestBucketPutWithoutConditionalWrites(t *testing.T) {
 		}
 		return false
 	})
-	b, err := NewBucket(c, "store", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "store", "")
 	if err := b.Put(ctx, "k", []byte("blob")); err != nil {
 		t.Fatal(err)
 	}
@@ -548,10 +543,7 @@ func TestBucketPutWithoutConditionalWrites(t *testing.T) {
 func TestBucketPutCAS(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
-	b, err := NewBucket(c, "st", "pfx")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustBucket(t, c, "st", "pfx")
 	data := []byte("member bytes")
 	digest := b3.Of(data).String()
 	obj, err := b.PutCAS(ctx, digest, bytes.NewReader(data), int64(len(data)))
@@ -593,10 +585,7 @@ func TestBucketPutCASUnversioned(t *testing.T) {
 	for _, versioning := range []string{"", "Suspended"} {
 		f, c := newFake(t)
 		f.createBucket("st", versioning)
-		b, err := NewBucket(c, "st", "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := mustBucket(t, c, "st", "")
 		digest := b3.Of([]byte("abc")).String()
 		if obj, err := b.PutCAS(ctx, digest, strings.NewReader("abc"), 3); !errors.Is(err, store.ErrUnversioned) {
 			t.Errorf("versioning %q: PutCAS = %+v, %v; want ErrUnversioned", versioning, obj, err)
