@@ -58,6 +58,17 @@ func (f *fakeBlobs) Get(ctx context.Context, key string) ([]byte, error) {
 }
 
 func (f *fakeBlobs) Put(ctx context.Context, key string, data []byte) error {
+	return f.put(key, data, false)
+}
+
+// Create is the exclusive create of store.Creator.
+func (f *fakeBlobs) Create(ctx context.Context, key string, data []byte) error {
+	return f.put(key, data, true)
+}
+
+// put stores data at key. An existing key is an error wrapping
+// store.ErrExist when exclusive, and otherwise must hold the same bytes.
+func (f *fakeBlobs) put(key string, data []byte, exclusive bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := store.CheckKey(key); err != nil {
@@ -67,31 +78,13 @@ func (f *fakeBlobs) Put(ctx context.Context, key string, data []byte) error {
 		return errUnreachable
 	}
 	if old, ok := f.objs[key]; ok {
-		if bytes.Equal(old, data) {
+		switch {
+		case exclusive:
+			return fmt.Errorf("fake: create %s: %w", key, store.ErrExist)
+		case bytes.Equal(old, data):
 			return nil
 		}
 		return fmt.Errorf("fake: put %s: the key already holds different bytes", key)
-	}
-	f.objs[key] = bytes.Clone(data)
-	f.puts = append(f.puts, key)
-	if f.lostAck {
-		return errUnreachable
-	}
-	return nil
-}
-
-// Create is the exclusive create of store.Creator.
-func (f *fakeBlobs) Create(ctx context.Context, key string, data []byte) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := store.CheckKey(key); err != nil {
-		return err
-	}
-	if f.down {
-		return errUnreachable
-	}
-	if _, ok := f.objs[key]; ok {
-		return fmt.Errorf("fake: create %s: %w", key, store.ErrExist)
 	}
 	f.objs[key] = bytes.Clone(data)
 	f.puts = append(f.puts, key)
