@@ -40,6 +40,9 @@ var (
 	// ErrNotExclusive: the backend cannot create this key exclusively (no
 	// conditional writes, or a current delete marker it counts as existing).
 	ErrNotExclusive = errors.New("the store cannot create objects exclusively")
+	// ErrConflict: a conditional write lost: the key changed since it was
+	// read (or exists, for a create).
+	ErrConflict = errors.New("the key changed since it was read")
 )
 
 var casRE = regexp.MustCompile(`^blake3:[0-9a-f]{64}$`)
@@ -134,6 +137,28 @@ type Creator interface {
 	// ErrNotExclusive if the backend cannot guarantee that; it never
 	// falls back to an unconditional write.
 	Create(ctx context.Context, key string, data []byte) error
+}
+
+// Swapper is implemented by Blobs that can replace a key conditionally
+// (compare-and-swap). It is for the few keys that are not content
+// addressed and must change in place, one writer at a time: a gate's head.
+type Swapper interface {
+	// Load returns key's bytes and an opaque revision (S3: the ETag; a
+	// local store: the hex SHA-256 of the bytes). It fails with an error
+	// wrapping ErrNotFound if key does not exist.
+	Load(ctx context.Context, key string) (data []byte, rev string, err error)
+	// Swap writes data at key only if key's revision is still rev; rev ""
+	// means key must not exist. A lost race fails with an error wrapping
+	// ErrConflict; a backend that cannot make the write conditional fails
+	// with one wrapping ErrNotExclusive and writes nothing. Swap never
+	// falls back to an unconditional write.
+	Swap(ctx context.Context, key string, data []byte, rev string) error
+}
+
+// KeyLister lists the blob keys under a prefix (relative to the store
+// root, such as "gates/"), sorted.
+type KeyLister interface {
+	List(ctx context.Context, prefix string) ([]string, error)
 }
 
 // Store is what the pinfs commands work against: metadata blobs, member
