@@ -47,6 +47,9 @@ type command struct {
 	// setup defines the command's flags on fs and returns the function
 	// that runs it with the positional arguments.
 	setup func(fs *pflag.FlagSet, out io.Writer) func(ctx context.Context, args []string) error
+	// subs, when set, makes this a group (`pinfs alias set …`): the next
+	// argument names one of subs, and setup is unused.
+	subs []*command
 }
 
 var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, unmountCmd}
@@ -70,15 +73,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	var cmd *command
-	for _, c := range commands {
-		if c.name == args[0] {
-			cmd = c
-		}
-	}
+	cmd := find(commands, args[0])
 	if cmd == nil {
 		fmt.Fprintf(stderr, "pinfs: unknown command %q (see pinfs --help)\n", args[0])
 		return exitUsage
+	}
+	if cmd.subs != nil {
+		group := cmd
+		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+			groupUsage(stdout, group)
+			if len(args) < 2 {
+				return exitUsage
+			}
+			return exitOK
+		}
+		if cmd = find(group.subs, args[1]); cmd == nil {
+			fmt.Fprintf(stderr, "pinfs %s: unknown command %q (see pinfs %s --help)\n", group.name, args[1], group.name)
+			return exitUsage
+		}
+		sub := *cmd
+		sub.name = group.name + " " + cmd.name
+		cmd, args = &sub, args[1:]
 	}
 	fs := pflag.NewFlagSet("pinfs "+cmd.name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -111,6 +126,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// find returns the command called name in cs, or nil.
+func find(cs []*command, name string) *command {
+	for _, c := range cs {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// groupUsage lists the commands of a group such as `pinfs alias`.
+func groupUsage(w io.Writer, group *command) {
+	fmt.Fprintf(w, "Usage: pinfs %s COMMAND [ARGS] [FLAGS]\n\n%s\nCommands:\n", group.name, strings.TrimSpace(group.long)+"\n")
+	for _, c := range group.subs {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+	}
+	fmt.Fprintf(w, "\nRun 'pinfs %s COMMAND --help' for a command's flags.\n", group.name)
+}
+
 // oneLine keeps error output to one line.
 func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
@@ -125,7 +159,7 @@ Usage: pinfs COMMAND [ARGS] [FLAGS]
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
 	}
 	fmt.Fprint(w, `
 Every command takes --store s3://BUCKET/PREFIX or --store DIR (default:
