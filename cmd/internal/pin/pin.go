@@ -61,6 +61,13 @@ type item struct {
 
 // S3 pins the current version of every object under s3://bucket/prefix.
 // Mount paths are the keys relative to prefix.
+//
+// A listing pages through the prefix, so keys written or deleted while it
+// runs could give a set of versions the prefix never held at once. S3
+// therefore lists the prefix again once every object is hashed and writes
+// the manifest only when both listings name the same keys at the same
+// current versions; otherwise it fails with an error wrapping ErrChanged
+// that names the keys added, deleted or given a new version.
 func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
@@ -96,12 +103,26 @@ func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, 
 		return "", err
 	}
 	src := verify.Source{ID: "s3", URI: "s3://" + bucket + "/" + prefix, Listing: verify.SHA256(listing)}
-	return p.pin(ctx, src, items)
+	if err := p.hashAll(ctx, src, items); err != nil {
+		return "", err
+	}
+	if err := p.relist(ctx, bucket, prefix, vs); err != nil {
+		return "", err
+	}
+	return p.write(ctx, src, items)
 }
 
-// pin hashes items in parallel, stores their outboards (and, for directory
-// items, their bytes), then writes the member table and the manifest.
+// pin hashes items and writes the member table and the manifest.
 func (p *Pinner) pin(ctx context.Context, src verify.Source, items []*item) (verify.Digest, error) {
+	if err := p.hashAll(ctx, src, items); err != nil {
+		return "", err
+	}
+	return p.write(ctx, src, items)
+}
+
+// hashAll hashes items in parallel and stores their outboards (and, for
+// directory items, their bytes).
+func (p *Pinner) hashAll(ctx context.Context, src verify.Source, items []*item) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := cmp.Or(max(p.Jobs, 0), 8)
@@ -136,12 +157,9 @@ func (p *Pinner) pin(ctx context.Context, src verify.Source, items []*item) (ver
 	close(next)
 	wg.Wait()
 	if len(errs) > 0 {
-		return "", fmt.Errorf("pin %s: %s", src.URI, summarize(errs))
+		return fmt.Errorf("pin %s: %s", src.URI, summarize(errs))
 	}
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	return p.write(ctx, src, items)
+	return ctx.Err()
 }
 
 // hash reads one item, fills in its member and stores its outboard (and,

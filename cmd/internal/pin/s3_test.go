@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +23,20 @@ type fakeS3 struct {
 
 	mu    sync.Mutex
 	reads []store.Object
+	lists int // ListCurrent calls so far
+	// beforeList, when set, runs at the start of ListCurrent call n (1, 2, ...).
+	beforeList func(n int)
 }
 
 func (f *fakeS3) ListCurrent(context.Context, string, string) ([]store.ObjectVersion, error) {
-	return f.list, nil
+	f.mu.Lock()
+	f.lists++
+	n := f.lists
+	f.mu.Unlock()
+	if f.beforeList != nil {
+		f.beforeList(n)
+	}
+	return slices.Clone(f.list), nil
 }
 
 func (f *fakeS3) ReadRange(_ context.Context, obj store.Object, off, n int64) (io.ReadCloser, error) {
