@@ -10,7 +10,7 @@ import (
 )
 
 // Event names. Open appends RunStart or Resume; the mount layer emits the
-// others.
+// others. Admit writes PermitEvent (see permit.go).
 const (
 	RunStart       = "run_start"
 	Resume         = "resume"
@@ -55,6 +55,7 @@ type Event struct {
 
 	Totals  *Totals    `json:"totals,omitempty"`  // on run_end
 	Members []Consumed `json:"members,omitempty"` // on consumed
+	Permit  *Permit    `json:"permit,omitempty"`  // on permit, written by Admit
 }
 
 // Range is a byte range of a member.
@@ -97,9 +98,9 @@ func emittable(name string) bool {
 }
 
 // known reports whether name is an event kind at all; it guards the kind
-// as it is read back from a spool and used in a key.
+// as it is read back from a spool or a record file and used in a key.
 func known(name string) bool {
-	return name == RunStart || name == Resume || emittable(name)
+	return name == RunStart || name == Resume || name == PermitEvent || emittable(name)
 }
 
 // line returns e as one JSON line, newline included. These are exactly
@@ -131,3 +132,7 @@ func eventKey(e *Event, line []byte) string {
 
 // bindingKey is the store key of run id's binding.
 func bindingKey(runID string) string { return "runs/" + runID + "/run.json" }
+
+// startKey is the store key that the first mount of an admitted run
+// creates, claiming run_start (the binding exists already: Admit made it).
+func startKey(runID string) string { return "runs/" + runID + "/start.json" }

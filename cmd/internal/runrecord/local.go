@@ -19,17 +19,17 @@ type localSink struct {
 }
 
 // openLocal opens the record file p, creating it if needed, and binds or
-// resumes runID: under the file's lock it looks for the run's earlier
-// events, and appends the line that first(kind) returns, with kind RunStart
-// or Resume. If the run is bound to another digest it fails with
-// ErrDigestChanged and writes nothing.
-func openLocal(p, runID string, digest verify.Digest, first func(kind string) ([]byte, error)) (_ *localSink, err error) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, fmt.Errorf("runrecord: %w", err)
-	}
-	f, err := openAppend(p)
+// resumes runID: under the file's lock it reads the run's binding (its
+// earlier events), and appends the line that first(kind) returns, with
+// kind RunStart (a new run, or the first mount of an admitted one) or
+// Resume. If the run is bound to another digest it fails with
+// ErrDigestChanged, and with require if the run holds no permit for
+// digest it fails with ErrNotPermitted; then it writes nothing. It returns
+// the run's permit, nil if it has none.
+func openLocal(p, runID string, digest verify.Digest, require bool, first func(kind string) ([]byte, error)) (_ *localSink, _ *Permit, err error) {
+	f, err := openRecordFile(p)
 	if err != nil {
-		return nil, fmt.Errorf("runrecord: %w", err)
+		return nil, nil, err
 	}
 	s := &localSink{lf: lockedFile{f: f}}
 	defer func() {
@@ -38,37 +38,65 @@ func openLocal(p, runID string, digest verify.Digest, first func(kind string) ([
 		}
 	}()
 	if err := s.lf.lock(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer s.lf.unlock()
-	bound, err := boundDigest(f, runID)
+	b, err := readBinding(f, runID)
 	if err != nil {
-		return nil, fmt.Errorf("runrecord: read %s: %w", p, err)
+		return nil, nil, fmt.Errorf("runrecord: read %s: %w", p, err)
+	}
+	if require {
+		if err := checkPermit(runID, b.Permit, digest); err != nil {
+			return nil, nil, err
+		}
+	}
+	if b.found && b.Digest != digest {
+		return nil, nil, digestChanged(runID, b.Digest, digest, p)
 	}
 	kind := RunStart
-	if bound != "" {
-		if bound != digest {
-			return nil, digestChanged(runID, bound, digest, p)
-		}
+	if b.started {
 		kind = Resume
 	}
 	line, err := first(kind)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := appendLine(f, line); err != nil {
-		return nil, fmt.Errorf("runrecord: append to %s: %w", p, err)
+		return nil, nil, fmt.Errorf("runrecord: append to %s: %w", p, err)
 	}
-	return s, nil
+	return s, b.Permit, nil
 }
 
-// boundDigest returns the digest of the first event of runID in f, or ""
-// if the run has none. Lines that do not parse (a line cut short by a
-// crash) are skipped; lines that do not mention runID are not decoded.
-func boundDigest(f *os.File, runID string) (verify.Digest, error) {
+// openRecordFile opens the local record file p for appending and reading,
+// creating it and its directory if needed.
+func openRecordFile(p string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, fmt.Errorf("runrecord: %w", err)
+	}
+	f, err := openAppend(p)
+	if err != nil {
+		return nil, fmt.Errorf("runrecord: %w", err)
+	}
+	return f, nil
+}
+
+// localBound is what a record file says about a run before it is opened.
+type localBound struct {
+	found   bool          // the run has events
+	Digest  verify.Digest // the digest of its first event
+	Permit  *Permit       // the permit, if its first event is one
+	started bool          // a mount opened it (run_start or resume)
+}
+
+// readBinding reads the binding of runID from f: the digest of the run's
+// first event, and its permit when that event is a permit (Admit). Lines
+// that do not parse (a line cut short by a crash) are skipped; lines that
+// do not mention runID are not decoded.
+func readBinding(f *os.File, runID string) (localBound, error) {
+	var b localBound
 	fi, err := f.Stat()
 	if err != nil {
-		return "", err
+		return b, err
 	}
 	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10)
 	quoted := []byte(`"` + runID + `"`)
@@ -78,16 +106,27 @@ func boundDigest(f *os.File, runID string) (verify.Digest, error) {
 			var e struct {
 				RunID  string        `json:"run_id"`
 				Digest verify.Digest `json:"digest"`
+				Event  string        `json:"event"`
+				Permit *Permit       `json:"permit"`
 			}
 			if json.Unmarshal(line, &e) == nil && e.RunID == runID {
-				return e.Digest, nil
+				if !b.found {
+					b.found, b.Digest = true, e.Digest
+					if e.Event == PermitEvent {
+						b.Permit = e.Permit
+					}
+				}
+				if e.Event != PermitEvent {
+					b.started = true
+					return b, nil
+				}
 			}
 		}
 		if err == io.EOF {
-			return "", nil
+			return b, nil
 		}
 		if err != nil {
-			return "", err
+			return b, err
 		}
 	}
 }

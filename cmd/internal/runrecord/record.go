@@ -45,6 +45,9 @@ type Options struct {
 	// Retry is the first delay before spooled events are sent again; it
 	// doubles after each failed attempt up to a minute. 0 means a second.
 	Retry time.Duration
+	// RequirePermit makes Open refuse, writing nothing, unless the run
+	// holds a permit (see Admit) for exactly Digest. It needs a RunID.
+	RequirePermit bool
 }
 
 // Record is the open run record of one mount. Its methods may be called
@@ -53,6 +56,7 @@ type Record struct {
 	runID   string
 	digest  verify.Digest
 	resumed bool
+	permit  *Permit
 	sink    sink
 	seq     atomic.Int64
 
@@ -85,9 +89,12 @@ func newRunID() string {
 }
 
 // Open opens the run record at o.URL and binds the run to o.Digest
-// (appending run_start) or resumes it (appending resume). A run bound to
-// another digest is refused with an error wrapping ErrDigestChanged, and
-// nothing is written. For a store, Open first delivers any events an
+// (appending run_start) or resumes it (appending resume). The first Open
+// of a run that Admit bound appends run_start. A run bound to another
+// digest is refused with an error wrapping ErrDigestChanged, and with
+// o.RequirePermit a run that holds no permit for o.Digest is refused with
+// an error wrapping ErrNotPermitted; nothing is written then. For a
+// store, Open first delivers any events an
 // earlier process left in the spool, and fails if it cannot check the
 // binding, unless this host bound the run before (see the package
 // documentation).
@@ -97,6 +104,9 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	}
 	r := &Record{runID: o.RunID, digest: o.Digest}
 	if r.runID == "" {
+		if o.RequirePermit {
+			return nil, errors.New("runrecord: a permit is held by a named run: RequirePermit needs a run id")
+		}
 		r.runID = newRunID()
 	}
 	if err := checkRunID(r.runID); err != nil {
@@ -110,19 +120,14 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 		line, err := e.line()
 		return e, line, err
 	}
-	var err error
-	switch {
-	case o.URL == "":
-		return nil, errors.New("runrecord: no run record URL")
-	case strings.HasPrefix(o.URL, "s3://"):
-		if o.Open == nil {
-			o.Open = func(ctx context.Context, url string) (store.Blobs, error) { return dial.Open(ctx, url) }
-		}
-		r.sink, err = openRemote(ctx, o, r.runID, first)
-	case strings.Contains(o.URL, "://"):
-		return nil, fmt.Errorf("runrecord: %q: want a local file or s3://bucket/prefix", o.URL)
-	default:
-		r.sink, err = openLocal(o.URL, r.runID, o.Digest, func(kind string) ([]byte, error) {
+	remote, err := o.target()
+	if err != nil {
+		return nil, err
+	}
+	if remote {
+		r.sink, r.permit, err = openRemote(ctx, o, r.runID, first)
+	} else {
+		r.sink, r.permit, err = openLocal(o.URL, r.runID, o.Digest, o.RequirePermit, func(kind string) ([]byte, error) {
 			_, line, err := first(kind)
 			return line, err
 		})
@@ -131,6 +136,23 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// target checks o.URL and reports whether it names a store (s3://), which
+// o.Open reaches (set to store/dial.Open when nil), or a local file.
+func (o *Options) target() (remote bool, err error) {
+	switch {
+	case o.URL == "":
+		return false, errors.New("runrecord: no run record URL")
+	case strings.HasPrefix(o.URL, "s3://"):
+		if o.Open == nil {
+			o.Open = func(ctx context.Context, url string) (store.Blobs, error) { return dial.Open(ctx, url) }
+		}
+		return true, nil
+	case strings.Contains(o.URL, "://"):
+		return false, fmt.Errorf("runrecord: %q: want a local file or s3://bucket/prefix", o.URL)
+	}
+	return false, nil
 }
 
 // RunID returns the run's id, which Open may have generated.

@@ -26,24 +26,39 @@ const (
 // exactly one claims run_start and the other reads the winner's binding.
 // It carries the time, host and pid of the mount that created it, so that
 // a create whose answer was lost can tell its own binding from another's.
+// Admit makes it with a Permit; then the first mount claims run_start by
+// creating runs/<run-id>/start.json (a binding without a permit) the same
+// exclusive way.
 type binding struct {
 	RunID  string        `json:"run_id"`
 	Digest verify.Digest `json:"digest"`
 	Time   time.Time     `json:"time"`
 	Host   string        `json:"host,omitempty"`
 	PID    int           `json:"pid,omitempty"`
+	Permit *Permit       `json:"permit,omitempty"`
+}
+
+// parseBinding decodes the binding object data of run runID (at key in
+// the store at url).
+func parseBinding(data []byte, runID, key, url string) (*binding, error) {
+	var b binding
+	if err := json.Unmarshal(data, &b); err != nil || b.RunID != runID {
+		return nil, fmt.Errorf("runrecord: %s in %s is not a binding of run %s", key, url, runID)
+	}
+	return &b, nil
 }
 
 // remoteSink puts each event as its own object in a store, and spools it
 // locally when the store cannot be reached. A background goroutine
 // delivers the spool.
 type remoteSink struct {
-	blobs  store.Blobs
-	url    string
-	runID  string
-	digest verify.Digest
-	spool  *spool
-	retry  time.Duration
+	blobs   store.Blobs
+	url     string
+	runID   string
+	digest  verify.Digest
+	require bool // Options.RequirePermit
+	spool   *spool
+	retry   time.Duration
 
 	// verified is set once the store's binding of the run has been
 	// checked in this process; until then every event is spooled.
@@ -63,11 +78,12 @@ type remoteSink struct {
 }
 
 // openRemote opens the store at o.URL, binds or resumes runID, delivers
-// what the spool holds, and writes the event first(kind) returns.
-func openRemote(ctx context.Context, o Options, runID string, first func(kind string) (*Event, []byte, error)) (_ *remoteSink, err error) {
+// what the spool holds, and writes the event first(kind) returns. It
+// returns the run's permit, nil if it has none.
+func openRemote(ctx context.Context, o Options, runID string, first func(kind string) (*Event, []byte, error)) (_ *remoteSink, _ *Permit, err error) {
 	sp, err := openSpool(o.SpoolDir, runID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -76,43 +92,48 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 	}()
 	local, err := sp.binding()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if local != nil && local.URL != o.URL && sp.pending.Load() > 0 {
-		return nil, fmt.Errorf("runrecord: %s holds %d undelivered events of run %s for %s; open the run with that URL to deliver them",
+		return nil, nil, fmt.Errorf("runrecord: %s holds %d undelivered events of run %s for %s; open the run with that URL to deliver them",
 			sp.path, sp.pending.Load(), runID, local.URL)
 	}
 	blobs, err := o.Open(ctx, o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("runrecord: %w", err)
+		return nil, nil, fmt.Errorf("runrecord: %w", err)
 	}
 	s := &remoteSink{
-		blobs: blobs, url: o.URL, runID: runID, digest: o.Digest, spool: sp, retry: o.Retry,
+		blobs: blobs, url: o.URL, runID: runID, digest: o.Digest, require: o.RequirePermit, spool: sp, retry: o.Retry,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.retry <= 0 {
 		s.retry = time.Second
 	}
-	kind, err := s.bind(ctx)
+	kind, permit, err := s.bind(ctx)
 	switch {
-	case errors.Is(err, ErrDigestChanged), errors.Is(err, store.ErrNotExclusive):
-		return nil, err
+	case errors.Is(err, ErrDigestChanged), errors.Is(err, store.ErrNotExclusive), errors.Is(err, ErrNotPermitted):
+		return nil, nil, err
 	case err == nil:
 		s.verified.Store(true)
-		lb := localBinding{URL: o.URL, RunID: runID, Digest: o.Digest}
-		if local == nil || *local != lb {
+		lb := localBinding{URL: o.URL, RunID: runID, Digest: o.Digest, Permit: permit}
+		if !local.same(&lb) {
 			if err := sp.setBinding(lb); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	case local != nil && local.URL == o.URL && local.RunID == runID:
 		// Offline, but this host bound the run against the store before.
-		if local.Digest != o.Digest {
-			return nil, digestChanged(runID, local.Digest, o.Digest, sp.bind)
+		if o.RequirePermit {
+			if err := checkPermit(runID, local.Permit, o.Digest); err != nil {
+				return nil, nil, err
+			}
 		}
-		kind = Resume
+		if local.Digest != o.Digest {
+			return nil, nil, digestChanged(runID, local.Digest, o.Digest, sp.bind)
+		}
+		kind, permit = Resume, local.Permit
 	default:
-		return nil, fmt.Errorf("runrecord: cannot check which digest run %s is bound to, so it cannot start: %w", runID, err)
+		return nil, nil, fmt.Errorf("runrecord: cannot check which digest run %s is bound to, so it cannot start: %w", runID, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	s.flush(ctx) // what is left stays spooled, behind which the first event goes
@@ -122,58 +143,88 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 	}
 	if err != nil {
 		s.cancel()
-		return nil, err
+		return nil, nil, err
 	}
 	go s.deliver()
-	return s, nil
+	return s, permit, nil
 }
 
 // bind checks the store's binding of the run against s.digest, creating
-// it if there is none, and returns RunStart or Resume. The error wraps
-// ErrDigestChanged if the run is bound to another digest, and
-// store.ErrNotExclusive if the binding cannot be created exclusively (the
+// it if there is none, and returns RunStart or Resume and the run's
+// permit. A run that Admit bound is started by the mount that creates its
+// start object. The error wraps ErrDigestChanged if the run is bound to
+// another digest; ErrNotPermitted if s.require and the run holds no
+// permit for s.digest (no binding is created then); and
+// store.ErrNotExclusive if an object cannot be created exclusively (the
 // run must not be bound then: two first mounts could both claim
-// run_start); any other error means the binding could not be checked.
-func (s *remoteSink) bind(ctx context.Context) (string, error) {
+// run_start). Any other error means the binding could not be checked.
+func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 	key := bindingKey(s.runID)
 	data, err := s.blobs.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		c, ok := s.blobs.(store.Creator)
-		if !ok {
-			return "", fmt.Errorf("runrecord: %s: %w: refusing to bind run %s", s.url, store.ErrNotExclusive, s.runID)
+		if s.require {
+			return "", nil, checkPermit(s.runID, nil, s.digest)
 		}
-		host, _ := os.Hostname()
-		mine, merr := json.Marshal(binding{RunID: s.runID, Digest: s.digest, Time: time.Now().UTC(), Host: host, PID: os.Getpid()})
-		if merr != nil {
-			return "", merr
-		}
-		mine = append(mine, '\n')
-		cerr := c.Create(ctx, key, mine)
-		switch {
-		case cerr == nil:
-			return RunStart, nil
-		case errors.Is(cerr, store.ErrNotExclusive):
-			return "", fmt.Errorf("runrecord: %w: refusing to bind run %s", cerr, s.runID)
-		}
-		// Another mount created it first, or the create failed: look again.
-		if data, err = s.blobs.Get(ctx, key); err != nil {
-			return "", fmt.Errorf("create %s: %w", key, cerr)
-		}
-		if bytes.Equal(data, mine) {
-			return RunStart, nil // our Put landed; only its answer was lost
+		var mine bool
+		if mine, data, err = s.claim(ctx, key); mine {
+			return RunStart, nil, nil
 		}
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	var b binding
-	if err := json.Unmarshal(data, &b); err != nil || b.RunID != s.runID {
-		return "", fmt.Errorf("%s in %s is not a binding of run %s", key, s.url, s.runID)
+	b, err := parseBinding(data, s.runID, key, s.url)
+	if err != nil {
+		return "", nil, err
+	}
+	if s.require {
+		if err := checkPermit(s.runID, b.Permit, s.digest); err != nil {
+			return "", nil, err
+		}
 	}
 	if b.Digest != s.digest {
-		return "", digestChanged(s.runID, b.Digest, s.digest, s.url+" "+key)
+		return "", nil, digestChanged(s.runID, b.Digest, s.digest, s.url+" "+key)
 	}
-	return Resume, nil
+	if b.Permit == nil {
+		return Resume, nil, nil
+	}
+	started, _, err := s.claim(ctx, startKey(s.runID))
+	if err != nil {
+		return "", nil, err
+	}
+	if started {
+		return RunStart, b.Permit, nil
+	}
+	return Resume, b.Permit, nil
+}
+
+// claim creates key exclusively (store.Creator) with a binding of this
+// mount. It reports whether this mount made it, also when only the answer
+// of its create was lost; if not, data is what key holds. The error wraps
+// store.ErrNotExclusive when the store cannot create exclusively.
+func (s *remoteSink) claim(ctx context.Context, key string) (mine bool, data []byte, err error) {
+	c, ok := s.blobs.(store.Creator)
+	if !ok {
+		return false, nil, fmt.Errorf("runrecord: %s: %w: refusing to bind run %s", s.url, store.ErrNotExclusive, s.runID)
+	}
+	host, _ := os.Hostname()
+	b, err := json.Marshal(binding{RunID: s.runID, Digest: s.digest, Time: time.Now().UTC(), Host: host, PID: os.Getpid()})
+	if err != nil {
+		return false, nil, err
+	}
+	b = append(b, '\n')
+	cerr := c.Create(ctx, key, b)
+	switch {
+	case cerr == nil:
+		return true, nil, nil
+	case errors.Is(cerr, store.ErrNotExclusive):
+		return false, nil, fmt.Errorf("runrecord: %w: refusing to bind run %s", cerr, s.runID)
+	}
+	// Another mount created it first, or the create failed: look again.
+	if data, err = s.blobs.Get(ctx, key); err != nil {
+		return false, nil, fmt.Errorf("create %s: %w", key, cerr)
+	}
+	return bytes.Equal(data, b), data, nil
 }
 
 // emit puts the event, or spools it if the Put fails, if older events are
@@ -242,8 +293,8 @@ func (s *remoteSink) flush(ctx context.Context) error {
 		return err
 	}
 	if !s.verified.Load() {
-		_, err := s.bind(ctx)
-		if errors.Is(err, ErrDigestChanged) || errors.Is(err, store.ErrNotExclusive) {
+		_, _, err := s.bind(ctx)
+		if errors.Is(err, ErrDigestChanged) || errors.Is(err, store.ErrNotExclusive) || errors.Is(err, ErrNotPermitted) {
 			s.mu.Lock()
 			s.fatal = fmt.Errorf("runrecord: run %s resumed offline, but the store's binding cannot be confirmed: %w", s.runID, err)
 			s.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/pinfs/pinfs/store"
@@ -37,10 +38,17 @@ type spoolEntry struct {
 
 // localBinding records on this host that a run was bound against the
 // store at URL; it lets the run resume while the store is unreachable.
+// It keeps the run's permit too, so that a resume offline knows it.
 type localBinding struct {
 	URL    string        `json:"url"`
 	RunID  string        `json:"run_id"`
 	Digest verify.Digest `json:"digest"`
+	Permit *Permit       `json:"permit,omitempty"`
+}
+
+// same reports whether b (nil for none) records what o does.
+func (b *localBinding) same(o *localBinding) bool {
+	return b != nil && reflect.DeepEqual(*b, *o)
 }
 
 func openSpool(dir, runID string) (*spool, error) {
