@@ -24,10 +24,16 @@ last line of stdout.
 SOURCE s3://BUCKET/PREFIX/ pins the current version of every object under
 the prefix: the bucket must have versioning enabled, every object is read
 once at its exact version to compute its BLAKE3 digest and Bao outboard,
-and mount paths are the keys relative to the prefix. Versions written
-while the pin runs do not change what is pinned. A bucket without
-versioning, a "null" version, or a version that disappears while pinning
-fails the pin and names the keys.
+and mount paths are the keys relative to the prefix. Once every object
+is hashed the prefix is listed again: a key added, deleted or overwritten
+while the pin ran fails it, naming the keys, and nothing is written, so a
+manifest is always the prefix as it stood between the two listings. A
+bucket without versioning, a "null" version, or a version that disappears
+while pinning fails the pin and names the keys.
+
+--transform names the code or image that produced the members by an
+immutable digest, NAME@sha256:<64 hex> or NAME@<40 or 64 hex commit>; a
+tag alone (registry/harvest:v1) is refused with exit 2.
 
 SOURCE DIR copies the regular files under DIR into the store's
 content-addressed area and pins them. Symbolic links and special files are
@@ -42,7 +48,7 @@ Pinning the same source versions with the same flags gives the same digest.`,
 		parents := fs.StringArray("parent", nil, "`DIGEST` of an earlier manifest this one derives from (repeatable)")
 		purpose := fs.String("purpose", "", "what the snapshot is for, e.g. support-model-training-v3")
 		split := fs.String("split", "dir", "split `RULE`: dir (first path component if train, val, validation or test), dir:NAME,NAME..., or none")
-		transform := fs.String("transform", "", "code or image that produced the members, pinned by digest (e.g. registry/harvest@sha256:...)")
+		transform := fs.String("transform", "", "code or image that produced the members, pinned by digest: NAME@sha256:<64 hex> or NAME@<commit hex>")
 		recordSchema := fs.String("record-schema", "", "digest of the record schema")
 		selection := fs.String("selection-policy", "", "digest of the selection policy")
 		tombstone := fs.Int64("tombstone-watermark", 0, "deletion/revocation watermark the sources were read at")
@@ -51,6 +57,9 @@ Pinning the same source versions with the same flags gives the same digest.`,
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
 				return usagef("want exactly one SOURCE, got %d arguments", len(args))
+			}
+			if err := pin.CheckTransform(*transform); err != nil {
+				return usageError{err}
 			}
 			p := &pin.Pinner{Options: pin.Options{
 				Purpose: *purpose, Transform: *transform, RecordSchema: *recordSchema,

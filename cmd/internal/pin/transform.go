@@ -1,0 +1,43 @@
+package pin
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/pinfs/pinfs/verify"
+)
+
+// CheckTransform accepts a --transform value that names its code or image
+// by an immutable digest: NAME@sha256:<64 hex> (an image or blob digest)
+// or NAME@<40 or 64 hex> (a git commit, SHA-1 or SHA-256), hex in lower
+// case; NAME may carry a tag (registry/harvest:v1@sha256:...). The empty
+// value (no transform recorded) is accepted too. A tag alone is refused:
+// the same tag can later name other code, and nothing could tell.
+func CheckTransform(s string) error {
+	if s == "" {
+		return nil
+	}
+	name, ref, ok := cutLast(s, "@")
+	if ok && name != "" && !strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		hex, sha := strings.CutPrefix(ref, "sha256:")
+		if isLowerHex(hex) && (len(hex) == 64 || !sha && len(hex) == 40) {
+			return nil
+		}
+	}
+	return fmt.Errorf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
+		"same tag, new digest cannot be detected otherwise", verify.Printable(s))
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+// isLowerHex reports whether s is non-empty lower-case hex.
+func isLowerHex(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789abcdef") == ""
+}

@@ -1,0 +1,44 @@
+package pin
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckTransform(t *testing.T) {
+	h40, h64 := strings.Repeat("a1", 20), strings.Repeat("0f", 32)
+	for _, ok := range []string{
+		"",
+		"registry/harvest@sha256:" + h64,
+		"registry.example.com:5000/team/harvest:v1@sha256:" + h64,
+		"github.com/acme/harvest@" + h40,
+		"github.com/acme/harvest@" + h64,
+	} {
+		if err := CheckTransform(ok); err != nil {
+			t.Errorf("CheckTransform(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"registry/harvest:v1",
+		"registry/harvest",
+		"registry/harvest@latest",
+		"registry/harvest@sha256:" + h40,
+		"registry/harvest@sha256:" + h64 + "0",
+		"registry/harvest@sha512:" + h64 + h64,
+		"registry/harvest@sha256:" + strings.ToUpper(h64),
+		"registry/harvest@" + h40[:39],
+		"@sha256:" + h64,
+		"reg harvest@sha256:" + h64,
+		"registry/harvest@sha256:" + h64 + "\n",
+	} {
+		err := CheckTransform(bad)
+		if err == nil || !strings.Contains(err.Error(), "not pinned by a digest") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("CheckTransform(%q) = %v, want a one-line refusal", bad, err)
+		}
+	}
+	const want = "--transform registry/harvest:v1: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); " +
+		"same tag, new digest cannot be detected otherwise"
+	if err := CheckTransform("registry/harvest:v1"); err == nil || err.Error() != want {
+		t.Errorf("CheckTransform of a tag: %v\nwant %s", err, want)
+	}
+}
