@@ -174,3 +174,79 @@ func TestS3ConcurrentFirstMounts(t *testing.T) {
 		}
 	}
 }
+
+// TestS3AdmitThenMount: on a real server, concurrent Admits of one run id
+// create exactly one permit; the first Open after it starts the run, a
+// second resumes it, and RequirePermit refuses another digest and a run
+// without a permit, storing nothing for them.
+func TestS3AdmitThenMount(t *testing.T) {
+	s, o := realRecords(t, nil, "adm")
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		held    []Permit
+	)
+	start := make(chan struct{})
+	for i := range 8 {
+		p := permitFor(digestA)
+		p.Generation = int64(i + 1)
+		wg.Go(func() {
+			<-start
+			h, c, err := Admit(t.Context(), o, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("Admit %d: %v", i, err)
+				return
+			}
+			if c {
+				created++
+			}
+			held = append(held, h)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if created != 1 {
+		t.Fatalf("%d concurrent Admits created a permit, want 1", created)
+	}
+	for _, h := range held[1:] {
+		samePermit(t, "concurrent Admit", &h, held[0])
+	}
+
+	req := o
+	req.RequirePermit = true
+	req.Digest = digestB
+	if _, err := Open(t.Context(), req); !errors.Is(err, ErrNotPermitted) || !strings.Contains(err.Error(), "permit is for "+string(digestA)) {
+		t.Fatalf("Open for another digest: %v", err)
+	}
+	req.Digest = digestA
+	for i, resumed := range []bool{false, true} {
+		r, err := Open(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Resumed() != resumed {
+			t.Fatalf("Open %d: resumed %v", i, r.Resumed())
+		}
+		samePermit(t, "Open", r.Permit(), held[0])
+		closeOK(t, r)
+	}
+	var evs []string
+	for _, k := range keys(t, s, "pinfs/runs/adm/events/") {
+		_, name, _ := strings.Cut(k, "/events/")
+		evs = append(evs, strings.Split(name, "-")[2])
+	}
+	if got := strings.Join(evs, ","); got != "run_start,resume" {
+		t.Fatalf("stored events %s", got)
+	}
+
+	req.RunID = "not-admitted"
+	if _, err := Open(t.Context(), req); !errors.Is(err, ErrNotPermitted) || !strings.Contains(err.Error(), "holds no permit") {
+		t.Fatalf("Open of a run without a permit: %v", err)
+	}
+	if ks := keys(t, s, "pinfs/runs/not-admitted/"); len(ks) > 0 {
+		t.Fatalf("a refused Open stored %v", ks)
+	}
+}
