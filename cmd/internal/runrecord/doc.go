@@ -19,6 +19,24 @@
 // A store that cannot create it exclusively is refused (an error wrapping
 // store.ErrNotExclusive): the binding is exclusive or not made.
 //
+// # Permits
+//
+// Admit binds a run before any mount: it writes the run's Permit (digest,
+// purpose, gate and generation, fences, policy, approvals) as the binding,
+// a "permit" event as the run's first line in a local file, or the
+// binding object run.json with a "permit" field in a store. The run is
+// then bound to the permit's digest like any other, so a later alias
+// generation never changes it. A second Admit returns the permit held and
+// writes nothing; a run a mount started without a permit cannot be
+// admitted. The first Open of an admitted run appends run_start (in a
+// store it claims that by creating runs/<run-id>/start.json exclusively),
+// later ones resume. With Options.RequirePermit, Open refuses, writing
+// nothing, unless the run holds a permit for exactly the digest mounted
+// (an error wrapping ErrNotPermitted); Record.Permit returns the permit.
+// The spool's local binding keeps the permit, so an admitted run that
+// this host mounted before resumes offline with RequirePermit; its first
+// mount needs the store.
+//
 // # Durability
 //
 // Emit returns only when its event is durable: appended to the local file
