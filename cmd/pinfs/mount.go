@@ -36,7 +36,11 @@ Without --foreground, pinfs mount returns once the mount serves (exit 0)
 and the daemon logs to the cache dir; with --foreground it stays attached
 and logs to stderr (containers, sidecars). SIGTERM or SIGINT unmounts
 (lazily while files are open), writes run_end and exits 0. A dead mount
-left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
+left by a killed pinfs at MOUNTPOINT is cleaned up first.
+
+With --require-permit (and --run-id R) the mount refuses with exit status
+1, before anything is mounted or written to the run record, unless run R
+holds a permit (pinfs admit) for exactly DIGEST.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
@@ -46,6 +50,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, least recently used blocks evicted (0 disables)")
 		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
 		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
+		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit for exactly DIGEST (pinfs admit)")
 		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
 		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
@@ -61,6 +66,9 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 			d, err := parseDigest(args[0])
 			if err != nil {
 				return err
+			}
+			if *requirePermit && *runID == "" {
+				return usagef("--require-permit needs --run-id R: a permit is held by the run it was written for")
 			}
 			mnt, err := filepath.Abs(args[1])
 			if err != nil {
@@ -87,7 +95,7 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.`,
 			err = mount.Run(ctx, mount.Config{
 				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
-				RunRecord: *record, RunID: *runID, AllowOther: *allowOther,
+				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout,
 			})

@@ -47,6 +47,11 @@ type Config struct {
 	// the Go profiler at /debug/pprof/ (keep it on loopback).
 	MetricsAddr string
 
+	// RequirePermit refuses the mount, before anything is mounted or
+	// written to the run record, unless run RunID holds a permit for
+	// exactly Digest (runrecord.Options.RequirePermit).
+	RequirePermit bool
+
 	// ConsumedEvery is how often the consumed set is written while the
 	// mount serves (default 5 minutes); it is always written at the end.
 	ConsumedEvery time.Duration
@@ -76,6 +81,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
 		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
+		RequirePermit: c.RequirePermit,
 	})
 	if err != nil {
 		return err
