@@ -86,12 +86,12 @@ func (b *Bucket) objectKey(key string) (string, error) {
 
 func (b *Bucket) where(k string) string { return "s3://" + b.bucket + "/" + k }
 
-// getBlob GETs the current version of the store key k (from objectKey).
-// It must never be used for a member object.
-func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, error) {
+// getBlob GETs the current version of the store key k (from objectKey) and
+// returns its bytes and ETag. It must never be used for a member object.
+func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, string, error) {
 	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
 	if err != nil {
-		return nil, mapErr("get", b.where(k), err)
+		return nil, "", mapErr("get", b.where(k), err)
 	}
 	defer out.Body.Close()
 	n := int64(-1)
@@ -100,9 +100,9 @@ func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, error) {
 	}
 	data, err := io.ReadAll(store.ExactReader(out.Body, n))
 	if err != nil {
-		return nil, fmt.Errorf("s3store: get %s: %w", b.where(k), err)
+		return nil, "", fmt.Errorf("s3store: get %s: %w", b.where(k), err)
 	}
-	return data, nil
+	return data, aws.ToString(out.ETag), nil
 }
 
 // headBlob HEADs the current version of the store key k (from objectKey).
@@ -121,7 +121,8 @@ func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return b.getBlob(ctx, k)
+	data, _, err := b.getBlob(ctx, k)
+	return data, err
 }
 
 // Put stores data at key unless it is there already. Blobs are content
@@ -229,7 +230,7 @@ func (b *Bucket) sameBlob(ctx context.Context, k string, data []byte) error {
 		return err
 	}
 	if aws.ToInt64(head.ContentLength) == int64(len(data)) {
-		old, err := b.getBlob(ctx, k)
+		old, _, err := b.getBlob(ctx, k)
 		if err != nil {
 			return err
 		}

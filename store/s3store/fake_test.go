@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,14 +19,15 @@ import (
 )
 
 // fakeS3 is a small in-memory S3 (path-style) for unit tests: buckets with
-// versioning, GET/HEAD with versionId and Range, PUT with If-None-Match,
-// GetBucketVersioning and a paginated ListObjectVersions. It records every
+// versioning, GET/HEAD with versionId and Range, PUT with If-None-Match and
+// If-Match, GetBucketVersioning, a paginated ListObjectVersions and a
+// paginated ListObjectsV2. It records every
 // request, and a test can intercept requests with hook.
 type fakeS3 struct {
 	mu       sync.Mutex
 	buckets  map[string]*fakeBucket
 	reqs     []*http.Request // clones, bodies not kept
-	pageSize int             // ListObjectVersions page size
+	pageSize int             // ListObjectVersions and ListObjectsV2 page size
 	// markerExists makes If-None-Match: * fail on a key whose current
 	// version is a delete marker, as versitygw v1.8.0 does (AWS S3 lets
 	// the write through).
@@ -164,11 +166,19 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeXML(w, cfg{Status: b.versioning})
 	case key == "" && r.Method == http.MethodGet && q.Has("versions"):
 		f.listVersions(w, b, bucket, q)
+	case key == "" && r.Method == http.MethodGet && q.Get("list-type") == "2":
+		f.listObjects(w, b, bucket, q)
 	case key != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		f.get(w, r, b, key, q)
 	case key != "" && r.Method == http.MethodPut:
 		if r.Header.Get("If-None-Match") == "*" {
 			if vs := b.objects[key]; len(vs) > 0 && (!vs[0].deleteMarker || f.markerExists) {
+				writeErr(w, r, http.StatusPreconditionFailed, "PreconditionFailed")
+				return
+			}
+		}
+		if m := r.Header.Get("If-Match"); m != "" {
+			if vs := b.objects[key]; len(vs) == 0 || vs[0].deleteMarker || vs[0].etag() != m {
 				writeErr(w, r, http.StatusPreconditionFailed, "PreconditionFailed")
 				return
 			}
@@ -343,4 +353,39 @@ func writeErr(w http.ResponseWriter, r *http.Request, status int, code string) {
 	if r.Method != http.MethodHead {
 		fmt.Fprintf(w, "%s<Error><Code>%s</Code><Message>fake %s</Message><RequestId>fake</RequestId></Error>", xml.Header, code, code)
 	}
+}
+
+// listObjects answers ListObjectsV2: the current, non-deleted objects under
+// prefix, in pages of pageSize, the continuation token being the last key.
+func (f *fakeS3) listObjects(w http.ResponseWriter, b *fakeBucket, bucket string, q url.Values) {
+	type object struct {
+		Key  string
+		Size int64
+		ETag string
+	}
+	type result struct {
+		XMLName               xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListBucketResult"`
+		Name                  string
+		Prefix                string
+		KeyCount              int
+		MaxKeys               int
+		IsTruncated           bool
+		NextContinuationToken string `xml:",omitempty"`
+		Contents              []object
+	}
+	res := result{Name: bucket, Prefix: q.Get("prefix"), MaxKeys: f.pageSize}
+	after := q.Get("continuation-token")
+	for _, key := range slices.Sorted(maps.Keys(b.objects)) {
+		v := b.objects[key][0]
+		if !strings.HasPrefix(key, res.Prefix) || key <= after || v.deleteMarker {
+			continue
+		}
+		if len(res.Contents) == f.pageSize {
+			res.IsTruncated, res.NextContinuationToken = true, res.Contents[len(res.Contents)-1].Key
+			break
+		}
+		res.Contents = append(res.Contents, object{Key: key, Size: int64(len(v.data)), ETag: v.etag()})
+	}
+	res.KeyCount = len(res.Contents)
+	writeXML(w, res)
 }
