@@ -10,9 +10,12 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/in-toto/attestation v1.2.0
 	github.com/prometheus/client_golang v1.23.2
+	github.com/secure-systems-lab/go-securesystemslib v0.11.1
 	github.com/spf13/pflag v1.1.0
-	golang.org/x/sys v0.36.0
+	golang.org/x/sys v0.47.0
+	google.golang.org/protobuf v1.36.11
 	lukechampine.com/blake3 v1.4.1
 )
 
@@ -41,5 +44,5 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	google.golang.org/protobuf v1.36.8 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
 )
