@@ -123,7 +123,7 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 	mt.Unversioned = cr.Counts[verify.KindUnversioned]
 	mt.DuplicateIDs = cr.Counts[verify.KindDuplicateID]
 	for _, p := range cr.Problems {
-		v.failMember(p.Kind, p.ID, p.Path+": "+p.Detail)
+		v.failMember(p.Kind, cmp.Or(p.ID, p.Path), p.Path+": "+p.Detail)
 	}
 
 	v.scanMembers(c.Table, m)
