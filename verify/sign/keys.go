@@ -75,12 +75,21 @@ func Generate(prefix string) (pubPath, keyPath string, err error) {
 	return pubPath, keyPath, nil
 }
 
+// existsError refuses to overwrite a key file; it matches fs.ErrExist.
+type existsError string
+
+func (e existsError) Error() string {
+	return string(e) + " already exists; pinfs never overwrites a key file"
+}
+
+func (e existsError) Is(target error) bool { return target == fs.ErrExist }
+
 // writeNew creates path exclusively with mode perm and writes data, synced.
 // On any failure after creating it, it removes the file again.
 func writeNew(path string, data []byte, perm fs.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s already exists; pinfs never overwrites a key file: %w", path, fs.ErrExist)
+		return existsError(path)
 	}
 	if err != nil {
 		return err
