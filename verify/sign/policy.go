@@ -204,7 +204,7 @@ func (p *Policy) Describe(sig Signature) string {
 func (p *Policy) Check(ctx context.Context, envelopes [][]byte, manifest verify.Digest, reportOK func(context.Context, verify.Digest) error) ([]Signature, error) {
 	counted := map[string]Signature{}
 	failed := map[string][]string{} // policy key id -> why its signatures did not count
-	var other []string            // envelopes that no policy key signed
+	var other []string              // envelopes that no policy key signed
 	for _, data := range envelopes {
 		if err := ctx.Err(); err != nil {
 			return nil, err
