@@ -60,7 +60,7 @@ func Generate(prefix string) (pubPath, keyPath string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("generate key: %w", err)
 	}
-	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	pubPEM, err := PublicKeyPEM(pub)
 	if err != nil {
 		return "", "", fmt.Errorf("generate key: %w", err)
 	}
@@ -68,11 +68,21 @@ func Generate(prefix string) (pubPath, keyPath string, err error) {
 	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
 		return "", "", err
 	}
-	if err := writeNew(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
+	if err := writeNew(pubPath, pubPEM, 0o644); err != nil {
 		os.Remove(keyPath) // ours: created just above, never handed out
 		return "", "", err
 	}
 	return pubPath, keyPath, nil
+}
+
+// PublicKeyPEM encodes pub as PKIX PEM ("PUBLIC KEY"), the form of
+// PREFIX.pub and of the keys inline in a policy.
+func PublicKeyPEM(pub ed25519.PublicKey) ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
 }
 
 // existsError refuses to overwrite a key file; it matches fs.ErrExist.

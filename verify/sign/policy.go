@@ -180,6 +180,30 @@ func (p *Policy) KeyIDs() []string { return slices.Clone(p.ids) }
 // Roles returns the roles that count, sorted; empty means any role.
 func (p *Policy) Roles() []string { return slices.Clone(p.roles) }
 
+// Keys returns the approver keys in key-id order.
+func (p *Policy) Keys() []ed25519.PublicKey {
+	keys := make([]ed25519.PublicKey, len(p.ids))
+	for i, id := range p.ids {
+		keys[i] = p.keys[id]
+	}
+	return keys
+}
+
+// Canonical returns the policy self-contained, to be kept in a store:
+// canonical JSON with every approver key inline (PEM) in key-id order.
+// ParsePolicy(Canonical(), "") gives a policy with the same Digest.
+func (p *Policy) Canonical() ([]byte, error) {
+	pf := policyFile{Threshold: &p.threshold, Roles: p.roles}
+	for _, pub := range p.Keys() {
+		b, err := PublicKeyPEM(pub)
+		if err != nil {
+			return nil, err
+		}
+		pf.Approvers = append(pf.Approvers, string(b))
+	}
+	return jcs.Marshal(pf)
+}
+
 // Describe returns one line about a signature Check accepted.
 func (p *Policy) Describe(sig Signature) string {
 	s := fmt.Sprintf("key %s role %s at %s", sig.KeyID, sig.Approval.Role, sig.Approval.Time.UTC().Format("2006-01-02T15:04:05Z"))

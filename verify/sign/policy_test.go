@@ -1,6 +1,7 @@
 package sign
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -225,5 +226,36 @@ func TestCheckDoesNotCount(t *testing.T) {
 	}
 	if _, err := p.Check(context.Background(), [][]byte{good}, manifestD, nil); err == nil || !strings.Contains(err.Error(), "no report check given") {
 		t.Fatalf("without a report check: %v", err)
+	}
+}
+
+func TestCanonicalPolicyParsesBackToTheSamePolicy(t *testing.T) {
+	dir := t.TempDir()
+	var approvers []string
+	for _, name := range []string{"alice", "bob"} {
+		pub, _, err := Generate(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		approvers = append(approvers, filepath.Base(pub))
+	}
+	src, _ := json.Marshal(map[string]any{"approvers": approvers, "threshold": 2, "roles": []string{"approver"}})
+	p, err := ParsePolicy(src, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ParsePolicy(b, "")
+	if err != nil {
+		t.Fatalf("canonical policy does not parse back: %v\n%s", err, b)
+	}
+	if q.Digest() != p.Digest() || q.Threshold() != 2 || len(q.Keys()) != 2 {
+		t.Fatalf("round trip changed the policy: %s -> %s", p.Digest(), q.Digest())
+	}
+	if !bytes.Contains(b, []byte("BEGIN PUBLIC KEY")) {
+		t.Fatalf("canonical policy is not self-contained:\n%s", b)
 	}
 }
