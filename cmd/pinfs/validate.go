@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/cmd/internal/admission"
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/gate"
+	"github.com/pinfs/pinfs/verify"
+)
+
+var validateCmd = &command{
+	name:  "validate",
+	args:  "DIGEST --store STORE [--alias NAME] [--deep] [--json]",
+	short: "run the gate checks and write a validation report (VALIDATED)",
+	long: `Validate a snapshot: run the gate checks, write a validation report
+(canonical JSON, content addressed under reports/sha256/) and, when no
+hard failure was found, mark the snapshot VALIDATED, the state approve
+requires.
+
+Hard failures (each named on stderr): a manifest or member table that does
+not verify; every problem verify reports (unversioned members, pinned
+versions missing or unreadable, with --deep bytes that do not match;
+duplicate ids, unsafe paths); an id in two splits; a parent that does not
+fetch and verify; a transform not pinned by a digest. With --alias NAME
+the fences of gate NAME apply too: members (by id or digest) in its
+revocation or benchmark lists, and a manifest built below its tombstone
+watermark or benchmark fence. Without the gate (no --alias, or no gate
+NAME yet) those are not checked; stderr says so.
+
+The report also holds the gate metrics: members, bytes, unversioned,
+sources with a listing, parents resolvable, duplicate, orphan and
+two-split ids, fence hits, the diff against the first parent and a replay
+hash of the (id, digest) set. A failing report is written too, for the
+audit trail, but does not make the snapshot VALIDATED.
+
+Prints a summary and, on the last line, the report digest; --json prints
+the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
+hard failure keeps it out.`,
+	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
+		storeURL := storeFlag(fs)
+		alias := fs.String("alias", "", "apply the fences and revocations of gate `NAME`")
+		deep := fs.Bool("deep", false, "also re-read every member and compare digests")
+		asJSON := fs.Bool("json", false, "print the report as JSON")
+		jobs := fs.Int("jobs", 16, "members checked in parallel")
+		return func(ctx context.Context, args []string) error {
+			if *alias != "" {
+				if err := gate.CheckName(*alias); err != nil {
+					return usageError{err}
+				}
+			}
+			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
+			if err != nil {
+				return err
+			}
+			f, err := gateFences(ctx, st, *alias, os.Stderr)
+			if err != nil {
+				return err
+			}
+			r, err := admission.Validate(ctx, st, d, f, admission.Options{Deep: *deep, Jobs: *jobs})
+			if err != nil {
+				return err
+			}
+			rd, err := admission.Save(ctx, st, r)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				err = printJSON(out, struct {
+					Digest verify.Digest `json:"report"`
+					*admission.Report
+				}{rd, r})
+			} else {
+				printValidation(out, r, rd)
+			}
+			printFailures(os.Stderr, r)
+			if err == nil && !r.OK {
+				err = errCheckFailed
+			}
+			return err
+		}
+	},
+}
+
+// gateFences reads the fences of gate name; nil without a name, or when
+// the gate does not exist yet (said on w).
+func gateFences(ctx context.Context, st store.Store, name string, w io.Writer) (*admission.Fences, error) {
+	if name == "" {
+		return nil, nil
+	}
+	g, err := gate.Open(st, name)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := g.Head(ctx)
+	if errors.Is(err, gate.ErrNoGate) {
+		fmt.Fprintf(w, "pinfs validate: gate %s does not exist yet: validating without fences\n", name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return admission.LoadFences(ctx, st, rec)
+}
+
+// printValidation prints the summary of r, the report digest last.
+func printValidation(w io.Writer, r *admission.Report, rd verify.Digest) {
+	m := r.Metrics
+	fmt.Fprintf(w, "manifest %s\n", r.Manifest)
+	if g := r.Gate; g != nil {
+		fmt.Fprintf(w, "gate %s generation %d: tombstone watermark %d, benchmark fence %d\n", g.Name, g.Generation, g.TombstoneWatermark, g.BenchmarkFence)
+	} else {
+		fmt.Fprintln(w, "gate: none (no revocations or fences checked)")
+	}
+	level := "versions checked"
+	if r.Deep {
+		level = "members re-read (deep)"
+	}
+	fmt.Fprintf(w, "members %d, bytes %d, %s %d, unversioned %d\n", m.Members, m.Bytes, level, m.VersionsChecked, m.Unversioned)
+	fmt.Fprintf(w, "sources %d (%d with a listing), parents %d (%d resolvable)\n", m.Sources, m.SourcesWithListing, m.Parents, m.ParentsResolvable)
+	fmt.Fprintf(w, "ids: %d duplicate, %d in two splits, %d orphan; tombstone hits %d, benchmark hits %d\n",
+		m.DuplicateIDs, m.IDsInTwoSplits, m.OrphanIDs, m.TombstoneHits, m.BenchmarkHits)
+	if df := m.Diff; df != nil {
+		fmt.Fprintf(w, "against %s: added %d, removed %d, changed %d, moved %d\n", df.Parent, df.Added, df.Removed, df.Changed, df.Moved)
+	}
+	if m.ReplayHash != "" {
+		fmt.Fprintf(w, "replay hash %s\n", m.ReplayHash)
+	}
+	if r.OK {
+		fmt.Fprintln(w, "state VALIDATED")
+	} else {
+		fmt.Fprintf(w, "not VALIDATED: %d hard failures (on stderr)\n", len(r.Failures))
+	}
+	fmt.Fprintln(w, rd)
+}
+
+// namedMembers is how many member ids a failure line names.
+const namedMembers = 10
+
+// printFailures writes one line per failure of r: its kind, detail and
+// the first members it concerns.
+func printFailures(w io.Writer, r *admission.Report) {
+	for _, f := range r.Failures {
+		line := fmt.Sprintf("pinfs validate: %s: %s", f.Kind, verify.Printable(f.Detail))
+		if f.Count > 0 {
+			ids := make([]string, 0, namedMembers)
+			for _, id := range f.Members[:min(len(f.Members), namedMembers)] {
+				ids = append(ids, verify.Printable(id))
+			}
+			line += fmt.Sprintf(" (%d members: %s", f.Count, strings.Join(ids, ", "))
+			if more := f.Count - len(ids); more > 0 {
+				line += fmt.Sprintf(" and %d more", more)
+			}
+			line += ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
