@@ -416,3 +416,18 @@ func TestTruncatedMemberTableIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPinRefusesTransformTag: a --transform that is a tag, not a digest,
+// is a usage error, on one line, and pins nothing.
+func TestPinRefusesTransformTag(t *testing.T) {
+	src, st := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := wantExit(t, nil, 2, []string{"--transform registry/harvest:v1: not pinned by a digest", "same tag, new digest"},
+		"pin", src, "--store", st, "--transform", "registry/harvest:v1")
+	if strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+		t.Errorf("refusal is not one line: %v", r)
+	}
+	mustPinfs(t, nil, "pin", src, "--store", st, "--transform", "registry/harvest@"+strings.Repeat("a", 40))
+}
