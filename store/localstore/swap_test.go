@@ -2,7 +2,6 @@ package localstore
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,41 +11,14 @@ import (
 	"testing"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/storetest"
 )
 
 func TestSwap(t *testing.T) {
 	s, _ := newStore(t)
-	ctx := t.Context()
-	if _, _, err := s.Load(ctx, "gates/g/head"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Load(absent) = %v; want ErrNotFound", err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("one"), "deadbeef"); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(absent, rev) = %v; want ErrConflict", err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("one"), ""); err != nil {
-		t.Fatal(err)
-	}
-	data, rev, err := s.Load(ctx, "gates/g/head")
-	if err != nil || string(data) != "one" || rev != revision([]byte("one")) {
-		t.Fatalf("Load = %q, %q, %v", data, rev, err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("x"), ""); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(existing, \"\") = %v; want ErrConflict", err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("x"), revision([]byte("other"))); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(stale rev) = %v; want ErrConflict", err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("two"), rev); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Swap(ctx, "gates/g/head", []byte("three"), rev); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(rev of the replaced bytes) = %v; want ErrConflict", err)
-	}
-	if data, _, _ := s.Load(ctx, "gates/g/head"); string(data) != "two" {
-		t.Fatalf("after the lost swaps the key holds %q; want two", data)
-	}
-	if err := s.Swap(ctx, "../escape", []byte("x"), ""); err == nil {
-		t.Fatal("Swap of a key outside the root succeeded")
+	storetest.TestSwapper(t, s)
+	if data, rev, err := s.Load(t.Context(), "storetest/swap/head"); err != nil || rev != revision(data) {
+		t.Fatalf("Load = %q, revision %q, %v; want the SHA-256 of the bytes", data, rev, err)
 	}
 }
 
@@ -85,37 +57,7 @@ func TestSwapRefusesLinks(t *testing.T) {
 // one wins, the others lose with ErrConflict.
 func TestSwapExclusive(t *testing.T) {
 	s, _ := newStore(t)
-	ctx := t.Context()
-	if err := s.Swap(ctx, "k", []byte("start"), ""); err != nil {
-		t.Fatal(err)
-	}
-	for round := range 10 {
-		_, rev, err := s.Load(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		const n = 16
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Go(func() { errs[i] = s.Swap(ctx, "k", fmt.Appendf(nil, "round %d writer %d", round, i), rev) })
-		}
-		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: writers %d and %d both won", round, winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, store.ErrConflict):
-				t.Fatalf("round %d writer %d: %v; want ErrConflict", round, i, err)
-			}
-		}
-		if data, _, _ := s.Load(ctx, "k"); winner < 0 || string(data) != fmt.Sprintf("round %d writer %d", round, winner) {
-			t.Fatalf("round %d: winner %d, key holds %q", round, winner, data)
-		}
-	}
+	storetest.RaceSwap(t, s, 16, 10)
 }
 
 // TestSwapProcesses: processes that each increment a counter with

@@ -178,7 +178,11 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if m := r.Header.Get("If-Match"); m != "" {
-			if vs := b.objects[key]; len(vs) == 0 || vs[0].deleteMarker || vs[0].etag() != m {
+			switch vs := b.objects[key]; {
+			case len(vs) == 0 || vs[0].deleteMarker:
+				writeErr(w, r, http.StatusNotFound, "NoSuchKey") // as S3 answers
+				return
+			case vs[0].etag() != m:
 				writeErr(w, r, http.StatusPreconditionFailed, "PreconditionFailed")
 				return
 			}

@@ -42,8 +42,9 @@ func (b *Bucket) Load(ctx context.Context, key string) ([]byte, string, error) {
 // decides, atomically per key, whether the write happens; Swap never
 // reads, compares and then writes without the condition.
 //
-// A lost race (412 PreconditionFailed, 409 ConditionalRequestConflict)
-// fails with an error wrapping store.ErrConflict. A server that answers
+// A lost race (412 PreconditionFailed, 409 ConditionalRequestConflict, or
+// 404 NoSuchKey to If-Match: the key was deleted) fails with an error
+// wrapping store.ErrConflict. A server that answers
 // NotImplemented to the condition fails with one wrapping
 // store.ErrNotExclusive, and so does a create over a key whose current
 // version is a delete marker, which versitygw counts as existing. A
@@ -79,6 +80,9 @@ func (b *Bucket) Swap(ctx context.Context, key string, data []byte, rev string) 
 	case isCode(err, "NotImplemented"):
 		return fmt.Errorf("s3store: swap %s: the store does not support conditional writes (%s): the gate needs them: %w",
 			b.where(k), cond, store.ErrNotExclusive)
+	case rev != "" && isCode(err, "NoSuchKey"):
+		// S3 and versitygw answer If-Match on a key that is gone with 404.
+		return fmt.Errorf("s3store: swap %s: the key is gone since it was read: %w", b.where(k), store.ErrConflict)
 	case !isCode(err, "PreconditionFailed", "ConditionalRequestConflict"):
 		return mapErr("swap", b.where(k), err)
 	}

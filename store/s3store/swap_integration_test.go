@@ -1,54 +1,22 @@
 package s3store
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
-	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/storetest"
 )
 
 // TestRealSwapExclusive: versitygw (v1.8.0) keeps conditional PUTs atomic
-// per key: of 32 Swaps from one ETag, exactly one wins each round and the
-// others lose with ErrConflict; of 32 creates, exactly one.
+// per key: of 32 Swaps from one ETag (or 32 creates), exactly one wins each
+// round and the others lose with ErrConflict.
 func TestRealSwapExclusive(t *testing.T) {
 	srv, c := startReal(t)
 	srv.CreateBucket(t, "store", true)
 	b := mustBucket(t, c, "store", "pinfs")
-	const writers, rounds = 32, 5
-	race := func(round int, rev string) {
-		t.Helper()
-		errs := make([]error, writers)
-		var wg sync.WaitGroup
-		for i := range writers {
-			wg.Go(func() { errs[i] = b.Swap(ctx, "gates/g/head", fmt.Appendf(nil, "round %d writer %d", round, i), rev) })
-		}
-		wg.Wait()
-		winner := -1
-		for i, err := range errs {
-			switch {
-			case err == nil && winner >= 0:
-				t.Fatalf("round %d: writers %d and %d both won", round, winner, i)
-			case err == nil:
-				winner = i
-			case !errors.Is(err, store.ErrConflict):
-				t.Fatalf("round %d writer %d: %v; want ErrConflict", round, i, err)
-			}
-		}
-		if data, _, err := b.Load(ctx, "gates/g/head"); err != nil || winner < 0 || string(data) != fmt.Sprintf("round %d writer %d", round, winner) {
-			t.Fatalf("round %d: winner %d, key holds %q, %v", round, winner, data, err)
-		}
-	}
-	race(0, "")
-	for round := 1; round <= rounds; round++ {
-		_, rev, err := b.Load(ctx, "gates/g/head")
-		if err != nil {
-			t.Fatal(err)
-		}
-		race(round, rev)
-	}
+	storetest.TestSwapper(t, b)
+	storetest.RaceSwap(t, b, 32, 6)
 }
 
 func TestRealList(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/storetest"
 )
 
 // TestBucketSwap: Load returns the ETag, Swap writes only at the revision
@@ -18,37 +19,17 @@ func TestBucketSwap(t *testing.T) {
 	f, c := newFake(t)
 	f.createBucket("st", "Enabled")
 	b := mustBucket(t, c, "st", "pinfs")
-	if _, _, err := b.Load(ctx, "gates/g/head"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Load(absent) = %v; want ErrNotFound", err)
-	}
-	if err := b.Swap(ctx, "gates/g/head", []byte("one"), `"0123"`); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(absent, rev) = %v; want ErrConflict", err)
-	}
-	if err := b.Swap(ctx, "gates/g/head", []byte("one"), ""); err != nil {
-		t.Fatal(err)
-	}
-	data, rev, err := b.Load(ctx, "gates/g/head")
-	if err != nil || string(data) != "one" || rev == "" {
-		t.Fatalf("Load = %q, %q, %v", data, rev, err)
-	}
-	if err := b.Swap(ctx, "gates/g/head", []byte("x"), ""); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(existing, \"\") = %v; want ErrConflict", err)
-	}
-	if err := b.Swap(ctx, "gates/g/head", []byte("two"), rev); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Swap(ctx, "gates/g/head", []byte("three"), rev); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("Swap(stale rev) = %v; want ErrConflict", err)
-	}
-	if data, _, _ := b.Load(ctx, "gates/g/head"); string(data) != "two" {
-		t.Fatalf("after the lost swaps the key holds %q; want two", data)
-	}
+	storetest.TestSwapper(t, b)
+	storetest.RaceSwap(t, b, 8, 3)
 	for _, r := range f.requests() {
-		if r.Method == http.MethodPut && r.Header.Get("If-None-Match") != "*" && r.Header.Get("If-Match") == "" {
+		if r.Method != http.MethodPut {
+			continue
+		}
+		if r.Header.Get("If-None-Match") != "*" && r.Header.Get("If-Match") == "" {
 			t.Errorf("unconditional PUT %s", r.URL)
 		}
-		if r.Method == http.MethodPut && !strings.HasPrefix(r.URL.Path, "/st/pinfs/gates/g/head") {
-			t.Errorf("PUT outside the key: %s", r.URL)
+		if !strings.HasPrefix(r.URL.Path, "/st/pinfs/storetest/") {
+			t.Errorf("PUT outside the store: %s", r.URL)
 		}
 	}
 }
