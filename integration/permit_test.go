@@ -56,7 +56,8 @@ func admitLocal(t testing.TB, record, runID, d string) {
 	}
 }
 
-// mountArgs is a foreground pinfs mount of c.digest at dir for run runID.
+// mountArgs is the command line of a pinfs mount of c.digest at dir for
+// run runID.
 func (c *permitCase) mountArgs(dir, runID string, extra ...string) []string {
 	return append([]string{"mount", c.digest, dir, "--store", c.store, "--cache-dir", c.cache,
 		"--run-record", c.record, "--run-id", runID}, extra...)
