@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,28 +38,26 @@ func openGate(t *testing.T, st store.Blobs, name string) *Gate {
 	return g
 }
 
+// change returns an Update fn that applies edit to the current record
+// (an empty one if there is none).
+func change(edit func(*Record)) func(*Record) (*Record, error) {
+	return func(cur *Record) (*Record, error) {
+		if cur == nil {
+			cur = &Record{}
+		}
+		edit(cur)
+		return cur, nil
+	}
+}
+
 // set returns an Update fn that activates d.
 func set(d verify.Digest) func(*Record) (*Record, error) {
-	return func(cur *Record) (*Record, error) {
-		next := &Record{}
-		if cur != nil {
-			next = cur
-		}
-		next.Op, next.Digest = OpSet, d
-		return next, nil
-	}
+	return change(func(r *Record) { r.Op, r.Digest = OpSet, d })
 }
 
 // fence returns an Update fn that moves the tombstone watermark to n.
 func fence(n int64) func(*Record) (*Record, error) {
-	return func(cur *Record) (*Record, error) {
-		next := &Record{}
-		if cur != nil {
-			next = cur
-		}
-		next.Op, next.TombstoneWatermark = OpFence, n
-		return next, nil
-	}
+	return change(func(r *Record) { r.Op, r.TombstoneWatermark = OpFence, n })
 }
 
 func mustUpdate(t *testing.T, g *Gate, fn func(*Record) (*Record, error)) *Record {
@@ -330,6 +329,28 @@ func TestOpenRefusesStoreWithoutSwap(t *testing.T) {
 	_, err := Open(blobsOnly{st}, "g")
 	if !errors.Is(err, store.ErrNotExclusive) || !strings.Contains(err.Error(), "conditional writes") {
 		t.Fatalf("Open = %v; want ErrNotExclusive naming conditional writes", err)
+	}
+}
+
+// noCondition is a store whose server does not do conditional writes.
+type noCondition struct{ *localstore.Store }
+
+func (noCondition) Swap(context.Context, string, []byte, string) error {
+	return fmt.Errorf("the store does not support conditional writes (If-Match): the gate needs them: %w", store.ErrNotExclusive)
+}
+
+// TestUpdateNotExclusive: a store that cannot make the write conditional
+// fails the commit at once, also with retry, and the head stays absent.
+func TestUpdateNotExclusive(t *testing.T) {
+	st, _ := newLocal(t)
+	g := openGate(t, noCondition{st}, "g")
+	calls := 0
+	_, err := g.Update(t.Context(), true, func(cur *Record) (*Record, error) { calls++; return set(snap("a"))(cur) })
+	if !errors.Is(err, store.ErrNotExclusive) || calls != 1 {
+		t.Fatalf("Update = %v after %d calls; want ErrNotExclusive after 1", err, calls)
+	}
+	if _, err := g.Head(t.Context()); !errors.Is(err, ErrNoGate) {
+		t.Fatalf("Head = %v; want ErrNoGate", err)
 	}
 }
 
