@@ -63,6 +63,10 @@ type Record struct {
 	Time               string        `json:"time"`           // RFC 3339 UTC, when committed
 	By                 string        `json:"by,omitempty"`   // user@host
 	Reason             string        `json:"reason,omitempty"`
+	// Policy names the trust policy kept with the gate (policies/sha256/<hex>):
+	// the one the last activation checked approvals under, and the default
+	// for the next.
+	Policy verify.Digest `json:"policy,omitempty"`
 }
 
 // encode returns the canonical JSON of r: the bytes that are stored and
@@ -141,7 +145,7 @@ func (r *Record) check(name string) error {
 	if _, err := time.Parse(time.RFC3339, r.Time); err != nil {
 		return fmt.Errorf("time %q: not RFC 3339", r.Time)
 	}
-	for _, d := range []verify.Digest{r.Digest, r.Prev} {
+	for _, d := range []verify.Digest{r.Digest, r.Prev, r.Policy} {
 		if d == "" {
 			continue
 		}

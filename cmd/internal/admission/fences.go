@@ -3,9 +3,11 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/gate"
+	"github.com/pinfs/pinfs/verify"
 )
 
 // Fences is what a gate imposes on validation, read from its current
@@ -46,4 +48,42 @@ func LoadFences(ctx context.Context, st store.Blobs, r *gate.Record) (*Fences, e
 		}
 	}
 	return f, nil
+}
+
+// Hits reports whether member m, by its id or its digest, is revoked or
+// fenced as benchmark data.
+func (f *Fences) Hits(m *verify.Member) (revoked, benchmark bool) {
+	return f.Revoked[m.ID] || f.Revoked[m.Digest], f.Benchmark[m.ID] || f.Benchmark[m.Digest]
+}
+
+// namedInError is how many members an error names before "and N more".
+const namedInError = 10
+
+// Check returns an error wrapping ErrFenced that names the first members
+// of t that are revoked or fenced as benchmark data, or nil.
+func (f *Fences) Check(t *verify.Table) error {
+	var named []string
+	n := 0
+	for i := range t.Len() {
+		m := t.Member(i)
+		revoked, benchmark := f.Hits(&m)
+		if !revoked && !benchmark {
+			continue
+		}
+		if n++; len(named) < namedInError {
+			what := "revoked"
+			if !revoked {
+				what = "benchmark data"
+			}
+			named = append(named, verify.Printable(m.ID)+" ("+what+")")
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	more := ""
+	if n > len(named) {
+		more = fmt.Sprintf(" and %d more", n-len(named))
+	}
+	return fmt.Errorf("gate %s fences out %d members: %s%s: %w", f.Gate, n, strings.Join(named, ", "), more, ErrFenced)
 }

@@ -170,11 +170,12 @@ func (v *validation) scanMembers(t *verify.Table, m *verify.Manifest) {
 		mb := t.Member(i)
 		pairs[i] = [2]string{mb.ID, mb.Digest}
 		if f := v.f; f != nil {
-			if f.Revoked[mb.ID] || f.Revoked[mb.Digest] {
+			revoked, benchmark := f.Hits(&mb)
+			if revoked {
 				mt.TombstoneHits++
 				v.failMember(KindTombstoneHit, mb.ID, fmt.Sprintf("%s: revoked in gate %s (tombstone watermark %d)", mb.Path, f.Gate, f.TombstoneWatermark))
 			}
-			if f.Benchmark[mb.ID] || f.Benchmark[mb.Digest] {
+			if benchmark {
 				mt.BenchmarkHits++
 				v.failMember(KindBenchmarkHit, mb.ID, fmt.Sprintf("%s: in a benchmark list of gate %s (benchmark fence %d)", mb.Path, f.Gate, f.BenchmarkFence))
 			}

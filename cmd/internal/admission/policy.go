@@ -1,0 +1,66 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/gate"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/sign"
+)
+
+// ErrNoPolicy is wrapped when a check needs a trust policy and none was
+// given or kept with the gate.
+var ErrNoPolicy = errors.New("no trust policy: pass --policy FILE")
+
+// policyKey is where a trust policy is kept, self-contained (public keys
+// inline) and named by its digest.
+func policyKey(d verify.Digest) string { return "policies/sha256/" + d.Hex() }
+
+// SavePolicy keeps p in the store, self-contained, so that a gate can
+// name it by its digest (p.Digest()), which it returns.
+func SavePolicy(ctx context.Context, st store.Blobs, p *sign.Policy) (verify.Digest, error) {
+	b, err := p.Canonical()
+	if err != nil {
+		return "", err
+	}
+	d := p.Digest()
+	if err := st.Put(ctx, policyKey(d), b); err != nil {
+		return "", fmt.Errorf("store trust policy %s: %w", d, err)
+	}
+	return d, nil
+}
+
+// LoadPolicy reads the policy with digest d from the store and checks
+// that it is the policy d names.
+func LoadPolicy(ctx context.Context, st store.Blobs, d verify.Digest) (*sign.Policy, error) {
+	b, err := st.Get(ctx, policyKey(d))
+	if err != nil {
+		return nil, fmt.Errorf("trust policy %s: %w", d, err)
+	}
+	p, err := sign.ParsePolicy(b, "")
+	if err != nil {
+		return nil, fmt.Errorf("trust policy %s: %w", d, err)
+	}
+	if p.Digest() != d {
+		return nil, fmt.Errorf("trust policy %s: the stored policy is %s: %w", d, p.Digest(), verify.ErrInvalid)
+	}
+	return p, nil
+}
+
+// policyFor returns the policy a gate change checks approvals under and
+// its digest: p when given (it is then kept in the store and named by the
+// new gate record), else the one the gate keeps.
+func policyFor(ctx context.Context, st store.Blobs, p *sign.Policy, cur *gate.Record) (*sign.Policy, verify.Digest, error) {
+	if p != nil {
+		d, err := SavePolicy(ctx, st, p)
+		return p, d, err
+	}
+	if cur == nil || cur.Policy == "" {
+		return nil, "", ErrNoPolicy
+	}
+	p, err := LoadPolicy(ctx, st, cur.Policy)
+	return p, cur.Policy, err
+}

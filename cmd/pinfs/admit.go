@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/cmd/internal/admission"
+	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/store/gate"
+)
+
+var admitCmd = &command{
+	name:  "admit",
+	args:  "NAME|DIGEST --purpose P --run-record URL --store STORE [--run-id R] [--policy FILE]",
+	short: "grant a run a permit for one snapshot: resolve once, check, bind",
+	long: `Resolve gate NAME once (or take DIGEST), check that P is the manifest's
+purpose, that the snapshot is approved under the trust policy (--policy
+FILE, or the gate's) and, through a gate, that it was built at the gate's
+current tombstone watermark and benchmark fence and holds no revoked or
+benchmark member; then write a permit into run R's binding in the run
+record: run id, digest, gate and generation, fences, policy, approvals,
+time. Prints the run id and the digest.
+
+Mount with pinfs mount DIGEST MNT --run-id R --require-permit. A run keeps
+its digest: admitting run R again returns its permit, and fails if the gate
+now points elsewhere (mount the permit's digest to resume, or admit a new
+run).`,
+	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
+		storeURL := storeFlag(fs)
+		purpose := fs.String("purpose", "", "what the run reads the snapshot for; must equal the manifest's purpose")
+		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix")
+		runID := fs.String("run-id", "", "run id (default: generated)")
+		policyFile := policyFlag(fs)
+		return func(ctx context.Context, args []string) error {
+			if len(args) != 1 {
+				return usagef("want exactly one NAME or DIGEST, got %d arguments", len(args))
+			}
+			if *purpose == "" {
+				return usagef("--purpose is required")
+			}
+			if *record == "" {
+				return usagef("--run-record is required")
+			}
+			target := args[0]
+			if _, err := parseDigest(target); err != nil && gate.CheckName(target) != nil {
+				return usagef("%q is neither a gate name nor a sha256:<64 hex> digest", target)
+			}
+			p, err := loadPolicy(*policyFile)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(ctx, *storeURL)
+			if err != nil {
+				return err
+			}
+			held, created, err := admission.Admit(ctx, st, admission.Request{
+				Target: target, Purpose: *purpose, Policy: p,
+				Record: runrecord.Options{URL: *record, RunID: *runID},
+			})
+			if err != nil {
+				return err
+			}
+			if !created {
+				fmt.Fprintf(os.Stderr, "pinfs admit: run %s was admitted before (%s); keeping its permit\n", held.RunID, held.Time.Format("2006-01-02T15:04:05Z"))
+			}
+			fmt.Fprintf(out, "%s %s\n", held.RunID, held.Digest)
+			return nil
+		}
+	},
+}
