@@ -44,12 +44,12 @@ func (b *Bucket) Load(ctx context.Context, key string) ([]byte, string, error) {
 //
 // A lost race (412 PreconditionFailed, 409 ConditionalRequestConflict, or
 // 404 NoSuchKey to If-Match: the key was deleted) fails with an error
-// wrapping store.ErrConflict. A server that answers
-// NotImplemented to the condition fails with one wrapping
-// store.ErrNotExclusive, and so does a create over a key whose current
-// version is a delete marker, which versitygw counts as existing. A
-// server that ignores the condition altogether cannot be told apart from
-// one that keeps it; the integration tests check versitygw.
+// wrapping store.ErrConflict. A server that answers NotImplemented to the
+// condition fails with one wrapping store.ErrNotExclusive, and so does a
+// create over a key whose current version is a delete marker, which
+// versitygw counts as existing. A server that ignores the condition
+// altogether cannot be told apart from one that keeps it; the integration
+// tests check versitygw.
 //
 // The SDK retries a request whose answer was lost; if the first attempt
 // was written, the retry is refused. So before it reports a conflict,
