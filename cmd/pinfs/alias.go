@@ -9,7 +9,6 @@ import (
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/store/gate"
-	"github.com/pinfs/pinfs/verify/sign"
 )
 
 var aliasCmd = &command{
@@ -219,17 +218,4 @@ func orNone(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// policyFlag defines --policy on fs.
-func policyFlag(fs *pflag.FlagSet) *string {
-	return fs.String("policy", "", "trust policy `FILE`: {\"approvers\": [\"alice.pub\", ...], \"threshold\": 1} (see docs/admission.md)")
-}
-
-// loadPolicy loads the policy file at path, or returns nil for "".
-func loadPolicy(path string) (*sign.Policy, error) {
-	if path == "" {
-		return nil, nil
-	}
-	return sign.LoadPolicy(path)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -26,6 +27,11 @@ preflight that tells a scheduler whether a run can read everything).
 --deep also re-reads every member at its version and compares its BLAKE3
 digest and Bao outboard with the pinned ones.
 
+--policy FILE also requires approvals that satisfy the trust policy:
+enough distinct approver keys that signed this manifest together with a
+passing validation report of it (docs/admission.md). A manifest or report
+changed after signing fails the check.
+
 The report counts members, bytes and problems by kind and names each
 failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
@@ -34,8 +40,13 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 		noHead := fs.Bool("no-head", false, "check manifest and member table only, without a HEAD per member")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "members checked in parallel")
+		policyFile := policyFlag(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
+			if err != nil {
+				return err
+			}
+			p, err := loadPolicy(*policyFile)
 			if err != nil {
 				return err
 			}
@@ -43,12 +54,16 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 			if err != nil {
 				return err
 			}
-			if *asJSON {
-				err = printJSON(out, r)
-			} else {
-				printReport(out, r)
+			v := verified{Report: r}
+			if p != nil && r.Error == "" {
+				v.Approval = checkApproval(ctx, st, d, p)
 			}
-			if err == nil && !r.OK {
+			if *asJSON {
+				err = printJSON(out, v)
+			} else {
+				printReport(out, r, v.Approval)
+			}
+			if err == nil && (!r.OK || v.Approval != nil && !v.Approval.Approved) {
 				err = errCheckFailed
 			}
 			return err
@@ -56,7 +71,7 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 	},
 }
 
-func printReport(w io.Writer, r *check.Report) {
+func printReport(w io.Writer, r *check.Report, a *approval) {
 	fmt.Fprintf(w, "snapshot %s\n", r.Snapshot)
 	if r.Error != "" {
 		fmt.Fprintf(w, "FAIL manifest: %s\nverify: FAILED\n", r.Error)
@@ -73,9 +88,26 @@ func printReport(w io.Writer, r *check.Report) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "FAIL %s\n", p)
 	}
-	if r.OK {
-		fmt.Fprintln(w, "verify: OK")
-	} else {
+	switch {
+	case a != nil && a.Approved:
+		fmt.Fprintf(w, "approved under policy %s by %s\n", a.Policy, strings.Join(a.Approvers, ", "))
+	case a != nil:
+		fmt.Fprintf(w, "FAIL approvals: %s\n", a.Reason)
+	}
+	switch {
+	case !r.OK:
 		fmt.Fprintf(w, "verify: FAILED (%d problems)\n", len(r.Problems))
+	case a != nil && !a.Approved:
+		fmt.Fprintf(w, "verify: FAILED (not approved under policy %s)\n", a.Policy)
+	default:
+		fmt.Fprintln(w, "verify: OK")
 	}
 }
+
+// verified is what pinfs verify --json prints: the check report and, with
+// --policy, whether the approvals satisfy the policy.
+type verified struct {
+	*check.Report
+	Approval *approval `json:"approval,omitempty"`
+}
+
