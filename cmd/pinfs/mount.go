@@ -40,7 +40,10 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.
 
 With --require-permit (and --run-id R) the mount refuses with exit status
 1, before anything is mounted or written to the run record, unless run R
-holds a permit (pinfs admit) for exactly DIGEST.`,
+holds a permit (pinfs admit) for exactly DIGEST. With --policy FILE it
+refuses, the same way, a snapshot without approvals that satisfy the
+trust policy (docs/admission.md); that check reads the approvals from the
+store, so it needs the store reachable.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
@@ -51,6 +54,7 @@ holds a permit (pinfs admit) for exactly DIGEST.`,
 		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
 		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
 		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit for exactly DIGEST (pinfs admit)")
+		policyFile := policyFlag(fs)
 		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
 		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
@@ -83,10 +87,19 @@ holds a permit (pinfs admit) for exactly DIGEST.`,
 			if *record == "" {
 				*record = filepath.Join(*cacheDir, "runs.jsonl")
 			}
+			p, err := loadPolicy(*policyFile)
+			if err != nil {
+				return err
+			}
 			if !*foreground {
 				return background(out, *cacheDir, mnt)
 			}
 			st, err := openStore(ctx, *storeURL)
+			if err == nil && p != nil {
+				if a := checkApproval(ctx, st, d, p); !a.Approved {
+					err = fmt.Errorf("%s: %s", d, a.Reason)
+				}
+			}
 			if err != nil {
 				mount.Notify("", err)
 				return err

@@ -110,4 +110,3 @@ type verified struct {
 	*check.Report
 	Approval *approval `json:"approval,omitempty"`
 }
-
