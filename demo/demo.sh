@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # demo/demo.sh: what `make demo` runs. Pins demo/sample into a local store
 # (no S3 server needed), shows the digest, the listing and a deep verify,
-# then mounts the snapshot, reads it, shows the run record and unmounts.
+# walks it through admission (validate, approve, alias set, admit), then
+# mounts the admitted snapshot with its permit, reads it, shows the run
+# record and unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pinfs=bin/pinfs
@@ -22,12 +24,34 @@ $pinfs verify "$digest" --store "$store" --deep
 mnt=/tmp/pinfs-demo/$digest
 cache=demo/cache
 record=$cache/runs.jsonl
+keys=$cache/keys
+mkdir -p "$keys" && chmod 700 "$cache" "$keys"
+
+# Admission (docs/admission.md): validate, sign, activate through the gate
+# "demo", and admit a run; the mount then requires that permit.
+step "$pinfs validate $digest --store $store --alias demo"
+$pinfs validate "$digest" --store "$store" --alias demo
+
+[ -e "$keys/alice.key" ] || $pinfs key generate "$keys/alice"
+printf '{"approvers": ["alice.pub"], "threshold": 1}\n' >"$keys/policy.json"
+step "$pinfs approve $digest --store $store --key $keys/alice.key"
+$pinfs approve "$digest" --store "$store" --key "$keys/alice.key"
+
+step "$pinfs alias set demo $digest --store $store --policy $keys/policy.json"
+$pinfs alias set demo "$digest" --store "$store" --policy "$keys/policy.json"
+
+step "$pinfs status $digest --store $store"
+$pinfs status "$digest" --store "$store"
+
+step "$pinfs admit demo --purpose demo --run-record $record --store $store"
+read -r run admitted < <($pinfs admit demo --purpose demo --run-record "$record" --store "$store")
+echo "$run $admitted"
 mkdir -p "$mnt"
 if mountpoint -q "$mnt" 2>/dev/null; then $pinfs unmount --lazy "$mnt" || true; fi
 trap '$pinfs unmount --lazy "$mnt" 2>/dev/null || true' EXIT
 
-step "$pinfs mount $digest $mnt --store $store --cache-dir $cache --run-record $record"
-$pinfs mount "$digest" "$mnt" --store "$store" --cache-dir "$cache" --run-record "$record"
+step "$pinfs mount $admitted $mnt --store $store --cache-dir $cache --run-record $record --run-id $run --require-permit --policy $keys/policy.json"
+$pinfs mount "$admitted" "$mnt" --store "$store" --cache-dir "$cache" --run-record "$record" --run-id "$run" --require-permit --policy "$keys/policy.json"
 
 step "ls -l $mnt $mnt/train"
 ls -l "$mnt" "$mnt/train"
@@ -45,8 +69,8 @@ step "$pinfs unmount $mnt"
 $pinfs unmount "$mnt"
 for _ in $(seq 50); do grep -q '"event":"run_end"' "$record" 2>/dev/null && break; sleep 0.1; done
 
-step "tail -n 3 $record   # the run record: run_start/resume, consumed set, run_end"
-tail -n 3 "$record"
+step "tail -n 4 $record   # the run record: permit, run_start, consumed set, run_end"
+tail -n 4 "$record"
 
 step "$pinfs mount latest /tmp/pinfs-demo --store $store   # refused: digests only"
 if $pinfs mount latest /tmp/pinfs-demo --store "$store"; then

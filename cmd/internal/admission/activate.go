@@ -39,7 +39,8 @@ type Activation struct {
 // benchmark member, and the gate has not moved since it was read. A gate
 // that does not exist yet is created at the snapshot's watermarks. When a
 // fence moved first the activation fails and the snapshot stays APPROVED:
-// build a new manifest at the new watermark.
+// build a new manifest at the new watermark. Activating the digest the
+// gate is at already commits nothing and returns the current record.
 func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, error) {
 	g, err := gate.Open(st, a.Gate)
 	if err != nil {
@@ -54,7 +55,12 @@ func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, 
 	if a.Rollback {
 		op = "rollback"
 	}
-	return g.Update(ctx, a.Expect < 0, func(cur *gate.Record) (*gate.Record, error) {
+	var unchanged *gate.Record
+	r, err := g.Update(ctx, a.Expect < 0, func(cur *gate.Record) (*gate.Record, error) {
+		if cur != nil && cur.Digest == a.Digest && !a.Rollback && (a.Expect < 0 || a.Expect == cur.Generation) {
+			unchanged = cur
+			return nil, errUnchanged
+		}
 		var gen int64
 		next := &gate.Record{Digest: a.Digest, Op: op, Reason: a.Reason}
 		if cur != nil {
@@ -92,7 +98,16 @@ func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, 
 		next.Policy = pd
 		return next, nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return unchanged, nil
+	}
+	return r, err
 }
+
+// errUnchanged stops an activation of the digest the gate is at already:
+// it commits nothing, so that running the same `alias set` again does not
+// add generations.
+var errUnchanged = errors.New("unchanged")
 
 // builtAt checks a manifest's watermarks against the gate record it would
 // become part of. An activation needs both equal; a rollback needs the
