@@ -105,23 +105,10 @@ var aliasShowCmd = &command{
 tombstoneWatermark, benchmarkFence, revocation and benchmark lists, the
 policy kept with the gate, and the digest of the previous record.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
-		storeURL := storeFlag(fs)
-		asJSON := fs.Bool("json", false, "print the record as JSON")
-		return func(ctx context.Context, args []string) error {
-			g, err := gateArg(ctx, args, *storeURL)
-			if err != nil {
-				return err
-			}
+		return gateView(fs, out, "print the record as JSON", func(ctx context.Context, g *gate.Gate) (any, []*gate.Record, error) {
 			r, err := g.Head(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(out, r)
-			}
-			printRecord(out, r)
-			return nil
-		}
+			return r, []*gate.Record{r}, err
+		})
 	},
 }
 
@@ -133,26 +120,35 @@ var aliasLogCmd = &command{
 chain: each record's digest is the next one's prev, and generations step
 down by one to 1. A gap, a fork or a changed record fails (exit 1).`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
-		storeURL := storeFlag(fs)
-		asJSON := fs.Bool("json", false, "print the records as a JSON array")
-		return func(ctx context.Context, args []string) error {
-			g, err := gateArg(ctx, args, *storeURL)
-			if err != nil {
-				return err
-			}
+		return gateView(fs, out, "print the records as a JSON array", func(ctx context.Context, g *gate.Gate) (any, []*gate.Record, error) {
 			hist, err := g.Log(ctx)
-			if err != nil {
-				return err
-			}
-			if *asJSON {
-				return printJSON(out, hist)
-			}
-			for _, r := range hist {
-				printRecord(out, r)
-			}
-			return nil
-		}
+			return hist, hist, err
+		})
 	},
+}
+
+// gateView defines --store and --json for a command that reads gate
+// records: read returns what --json prints and the records to print.
+func gateView(fs *pflag.FlagSet, out io.Writer, jsonUsage string, read func(context.Context, *gate.Gate) (any, []*gate.Record, error)) func(context.Context, []string) error {
+	storeURL := storeFlag(fs)
+	asJSON := fs.Bool("json", false, jsonUsage)
+	return func(ctx context.Context, args []string) error {
+		g, err := gateArg(ctx, args, *storeURL)
+		if err != nil {
+			return err
+		}
+		v, rs, err := read(ctx, g)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(out, v)
+		}
+		for _, r := range rs {
+			printRecord(out, r)
+		}
+		return nil
+	}
 }
 
 var resolveCmd = &command{
