@@ -40,7 +40,8 @@ type Activation struct {
 // that does not exist yet is created at the snapshot's watermarks. When a
 // fence moved first the activation fails and the snapshot stays APPROVED:
 // build a new manifest at the new watermark. Activating the digest the
-// gate is at already commits nothing and returns the current record.
+// gate is at already, under the policy it keeps, makes the same checks and
+// then commits nothing and returns the current record.
 func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, error) {
 	g, err := gate.Open(st, a.Gate)
 	if err != nil {
@@ -57,10 +58,6 @@ func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, 
 	}
 	var unchanged *gate.Record
 	r, err := g.Update(ctx, a.Expect < 0, func(cur *gate.Record) (*gate.Record, error) {
-		if cur != nil && cur.Digest == a.Digest && !a.Rollback && (a.Expect < 0 || a.Expect == cur.Generation) {
-			unchanged = cur
-			return nil, errUnchanged
-		}
 		var gen int64
 		next := &gate.Record{Digest: a.Digest, Op: op, Reason: a.Reason}
 		if cur != nil {
@@ -94,6 +91,10 @@ func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, 
 		}
 		if _, err := Approved(ctx, st, a.Digest, p); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Digest, err)
+		}
+		if cur != nil && cur.Digest == a.Digest && cur.Policy == pd && !a.Rollback {
+			unchanged = cur // checked like any activation, but nothing to commit
+			return nil, errUnchanged
 		}
 		next.Policy = pd
 		return next, nil

@@ -346,3 +346,33 @@ func TestRollbackRevokedMember(t *testing.T) {
 	}
 	unchanged(t, st, "support", before, "a rollback to revoked data")
 }
+
+// TestActivateSameDigest: setting an alias to the digest it is at already
+// commits nothing, but only once every check an activation makes has
+// passed: after a fence moved past the digest, or under a policy that
+// does not approve it, it is refused as any other activation would be.
+func TestActivateSameDigest(t *testing.T) {
+	st, kr := newLocal(t), newKeyring(t)
+	alice := kr.signer("alice")
+	kr.signer("bob")
+	p, pb := kr.policy(1, "alice"), kr.policy(1, "bob")
+	ctx := t.Context()
+	d := approved(t, st, at(1, 0), map[string]string{"a": "1"}, alice)
+	first := activate(t, st, Activation{Gate: "support", Digest: d, Expect: -1, Policy: p})
+	for _, expect := range []int64{-1, 1} {
+		if r := activate(t, st, Activation{Gate: "support", Digest: d, Expect: expect}); r.RecordDigest() != first.RecordDigest() {
+			t.Fatalf("alias set to the current digest (expect %d) committed generation %d", expect, r.Generation)
+		}
+	}
+	if _, err := Activate(ctx, st, Activation{Gate: "support", Digest: d, Expect: 0}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("alias set to the current digest expecting generation 0: %v; want ErrConflict", err)
+	}
+	if _, err := Activate(ctx, st, Activation{Gate: "support", Digest: d, Expect: -1, Policy: pb}); !errors.Is(err, sign.ErrNotApproved) {
+		t.Errorf("alias set to the current digest under a policy that does not approve it: %v; want ErrNotApproved", err)
+	}
+	f := fence(t, st, FenceChange{Gate: "support", Tombstone: 2})
+	if _, err := Activate(ctx, st, Activation{Gate: "support", Digest: d, Expect: -1}); !errors.Is(err, ErrFenced) {
+		t.Errorf("alias set to the current digest after a fence moved past it: %v; want ErrFenced", err)
+	}
+	unchanged(t, st, "support", f, "alias set to the current digest")
+}
