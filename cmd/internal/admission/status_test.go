@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -117,5 +119,53 @@ func TestStatusLifecycle(t *testing.T) {
 	}
 	if s2 := status(d2, nil); !reflect.DeepEqual(s2.Aliases, []AliasRef{{Gate: "support", Generations: []int64{2}, Current: false}}) {
 		t.Errorf("%s: aliases %+v", d2, s2.Aliases)
+	}
+}
+
+// TestStatusSignatureValidity: a signature is listed as valid under a
+// policy only when it counts for that policy: not when the report it
+// names was changed after signing, nor in a role the policy does not
+// accept. Who signed is still shown.
+func TestStatusSignatureValidity(t *testing.T) {
+	st, kr := newLocal(t), newKeyring(t)
+	alice := kr.signer("alice")
+	p := kr.policy(1, "alice")
+	ctx := t.Context()
+
+	d := pinFiles(t, st, at(0, 0), map[string]string{"a": "alpha"})
+	validate(t, st, d)
+	if _, _, err := Approve(ctx, st, d, alice, "", sign.Approval{Role: "intern"}); err != nil {
+		t.Fatal(err)
+	}
+	roles := filepath.Join(kr.dir, "roles.json")
+	if err := os.WriteFile(roles, []byte(`{"approvers": ["alice.pub"], "threshold": 1, "roles": ["data-owner"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	owners, err := sign.LoadPolicy(roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := StatusOf(ctx, st, d, owners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State != StateValidated || len(s.Signatures) != 1 || s.Signatures[0].KeyID != alice.KeyID() || s.Signatures[0].Role != "intern" || len(s.Signatures[0].Valid) != 0 {
+		t.Errorf("an approval in a role the policy does not accept: %s %+v", s.State, s.Signatures)
+	}
+
+	d2 := pinFiles(t, st, at(0, 0), map[string]string{"b": "beta"})
+	rd := validate(t, st, d2)
+	approve(t, st, d2, alice)
+	b, err := st.Get(ctx, ReportKey(rd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamperFile(t, st.String(), ReportKey(rd), append(b, ' '))
+	s, err = StatusOf(ctx, st, d2, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.State == StateApproved || len(s.Signatures) != 1 || s.Signatures[0].KeyID != alice.KeyID() || len(s.Signatures[0].Valid) != 0 {
+		t.Errorf("an approval of a report changed after signing: %s %+v", s.State, s.Signatures)
 	}
 }
