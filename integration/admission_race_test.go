@@ -168,6 +168,9 @@ func TestAdmissionRace(t *testing.T) {
 					args := set
 					if i%2 == 1 {
 						args = fence
+						// The fences are quicker to commit; in odd rounds
+						// they start later, so that both outcomes occur.
+						time.Sleep(time.Duration(round%2) * 400 * time.Millisecond)
 					}
 					res[i] = pinfs(t, a.env, args...)
 				}()
