@@ -111,14 +111,16 @@ func Activate(ctx context.Context, st store.Store, a Activation) (*gate.Record, 
 var errUnchanged = errors.New("unchanged")
 
 // builtAt checks a manifest's watermarks against the gate record it would
-// become part of. An activation needs both equal; a rollback needs the
-// tombstone watermark not below the gate's, so that it never resurrects
-// revoked data.
+// become part of. An activation needs both equal; a rollback needs both
+// not below the gate's, so that it never resurrects revoked data nor
+// crosses a benchmark fence (and what it points at can be admitted).
 func builtAt(name string, m *verify.Manifest, r *gate.Record, rollback bool) error {
 	tw, bf := deref(m.TombstoneWatermark), deref(m.BenchmarkFence)
 	switch {
 	case rollback && tw < r.TombstoneWatermark:
 		return fmt.Errorf("built at tombstone watermark %d, below gate %s's %d: a rollback must not resurrect revoked data: %w", tw, name, r.TombstoneWatermark, ErrFenced)
+	case rollback && bf < r.BenchmarkFence:
+		return fmt.Errorf("built at benchmark fence %d, below gate %s's %d: a rollback must not cross a benchmark fence: %w", bf, name, r.BenchmarkFence, ErrFenced)
 	case rollback:
 		return nil
 	case tw != r.TombstoneWatermark:

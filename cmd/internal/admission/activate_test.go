@@ -286,26 +286,30 @@ func TestRollback(t *testing.T) {
 	}
 	unchanged(t, st, "support", before, "refused rollbacks")
 
-	// A benchmark list added since d1 was active names one of its members:
-	// rolling back to d1 would bring it back.
+	// A benchmark fence moved since d1 and d2 were active (with a list
+	// naming one of d1's members): rolling back to either would cross it.
 	fence(t, st, FenceChange{Gate: "support", Benchmark: 1, Entries: []string{"test/q"}})
 	d3 := approved(t, st, at(1, 1), map[string]string{"a": "3"}, alice)
 	activate(t, st, Activation{Gate: "support", Digest: d3, Expect: -1})
 	before = head(t, st, "support")
-	if _, err := rollback(d1); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "test/q (benchmark data)") {
-		t.Errorf("rollback to %s holding fenced benchmark data: %v; want ErrFenced naming test/q", d1, err)
+	for _, d := range []verify.Digest{d1, d2} {
+		if _, err := rollback(d); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "built at benchmark fence 0, below gate support's 1") {
+			t.Errorf("rollback to %s across the benchmark fence: %v; want ErrFenced", d, err)
+		}
 	}
-	// d2 holds no fenced member and was built at the tombstone watermark:
-	// a rollback needs only that (not the benchmark fence it was built at).
-	if r, err := rollback(d2); err != nil || r.Generation != before.Generation+1 || r.BenchmarkFence != 1 {
-		t.Fatalf("rollback to %s: %+v, %v", d2, r, err)
+	unchanged(t, st, "support", before, "rollbacks across the benchmark fence")
+	// d3 was built at both fences: after d4, a rollback to d3 commits.
+	d4 := approved(t, st, at(1, 1), map[string]string{"a": "4"}, alice)
+	activate(t, st, Activation{Gate: "support", Digest: d4, Expect: -1})
+	if r, err := rollback(d3); err != nil || r.Generation != before.Generation+2 || r.Op != gate.OpRollback {
+		t.Fatalf("rollback to %s: %+v, %v", d3, r, err)
 	}
 
 	// After the tombstone watermark moved past them, no earlier digest can
 	// come back: they may hold data revoked since.
 	fence(t, st, FenceChange{Gate: "support", Tombstone: 2, Entries: []string{"a"}})
 	before = head(t, st, "support")
-	for _, d := range []verify.Digest{d1, d3} {
+	for _, d := range []verify.Digest{d1, d4} {
 		_, err := rollback(d)
 		if !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "built at tombstone watermark 1, below gate support's 2: a rollback must not resurrect revoked data") {
 			t.Errorf("rollback to %s below the watermark: %v; want ErrFenced saying it would resurrect revoked data", d, err)

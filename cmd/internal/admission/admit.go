@@ -29,11 +29,22 @@ type Request struct {
 // gate name once; the snapshot must have the manifest purpose r.Purpose,
 // be approved under the policy, and, admitted through a gate, be built at
 // the gate's watermarks and hold no revoked or benchmark member. It
-// returns the permit the run holds and whether this call created it: a
-// run admitted before keeps its permit (the same digest), and asking for
-// another digest is an error wrapping runrecord.ErrDigestChanged.
+// returns the permit the run holds and whether this call created it. A
+// run admitted before keeps its permit and digest, whatever the gate says
+// now (a later generation or fence never changes an admitted run), so
+// that a resumed job that admits again gets the same digest; it is
+// returned without any check but the purpose.
 func Admit(ctx context.Context, st store.Store, r Request) (runrecord.Permit, bool, error) {
 	p := runrecord.Permit{Purpose: r.Purpose}
+	if r.Record.RunID != "" {
+		held, err := runrecord.Held(ctx, r.Record)
+		if err != nil {
+			return p, false, err
+		}
+		if held != nil {
+			return kept(*held, r.Purpose)
+		}
+	}
 	var cur *gate.Record
 	if d, err := verify.ParseDigest(r.Target); err == nil {
 		p.Digest = d
@@ -88,15 +99,18 @@ func Admit(ctx context.Context, st store.Store, r Request) (runrecord.Permit, bo
 	o := r.Record
 	o.Digest = p.Digest
 	held, created, err := runrecord.Admit(ctx, o, p)
-	if err != nil {
-		return p, false, err
+	if err != nil || created {
+		return held, created, err
 	}
-	if !created && held.Digest != p.Digest {
-		return held, false, fmt.Errorf("run %s was admitted to %s (gate %q generation %d); a later generation never changes an admitted run's digest: mount that digest to resume, or admit a new run: %w",
-			held.RunID, held.Digest, held.Gate, held.Generation, runrecord.ErrDigestChanged)
+	return kept(held, r.Purpose) // admitted concurrently
+}
+
+// kept is Admit's answer for a run that holds a permit already: that
+// permit, whatever the gate says now, since a later generation or fence
+// never changes an admitted run's digest; but only for the same purpose.
+func kept(held runrecord.Permit, purpose string) (runrecord.Permit, bool, error) {
+	if held.Purpose != purpose {
+		return held, false, fmt.Errorf("run %s was admitted for purpose %q, not %q", held.RunID, held.Purpose, purpose)
 	}
-	if !created && held.Purpose != r.Purpose {
-		return held, false, fmt.Errorf("run %s was admitted for purpose %q, not %q", held.RunID, held.Purpose, r.Purpose)
-	}
-	return held, created, nil
+	return held, false, nil
 }

@@ -162,6 +162,52 @@ func admitRemote(ctx context.Context, o Options, p Permit) (Permit, bool, error)
 	return heldPermit(p.RunID, b.Permit, o.URL+" "+key)
 }
 
+// Held returns the permit run o.RunID holds, or nil when the run is not
+// bound yet or was started without a permit. It writes nothing: admission
+// asks it first, so that a run admitted before keeps its permit whatever
+// the gate says now.
+func Held(ctx context.Context, o Options) (*Permit, error) {
+	if err := checkRunID(o.RunID); err != nil {
+		return nil, err
+	}
+	remote, err := o.target()
+	if err != nil {
+		return nil, err
+	}
+	if remote {
+		blobs, err := o.Open(ctx, o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("runrecord: %w", err)
+		}
+		key := bindingKey(o.RunID)
+		data, err := blobs.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("runrecord: binding of run %s: %w", o.RunID, err)
+		}
+		b, err := parseBinding(data, o.RunID, key, o.URL)
+		if err != nil {
+			return nil, err
+		}
+		return b.Permit, nil
+	}
+	f, err := openFile(o.URL, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runrecord: %w", err)
+	}
+	defer f.Close()
+	b, err := readBinding(f, o.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("runrecord: read %s: %w", o.URL, err)
+	}
+	return b.Permit, nil
+}
+
 // heldPermit is Admit's answer for a run that is bound already: its
 // permit, or an error if it was started without one.
 func heldPermit(runID string, held *Permit, where string) (Permit, bool, error) {

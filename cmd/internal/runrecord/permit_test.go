@@ -395,3 +395,31 @@ func TestRemoteAdmittedRunResumesOffline(t *testing.T) {
 		t.Fatalf("events %s", got)
 	}
 }
+
+func TestHeld(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := t.Context()
+			if p, err := Held(ctx, b.opts("run-h", "")); err != nil || p != nil {
+				t.Fatalf("Held of a run never bound: %+v, %v", p, err)
+			}
+			want := admit(t, b.opts("run-h", digestA), permitFor(digestA))
+			p, err := Held(ctx, b.opts("run-h", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			samePermit(t, "Held of an admitted run", p, want)
+			r, err := Open(ctx, b.opts("run-u", digestA))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeOK(t, r)
+			if p, err := Held(ctx, b.opts("run-u", "")); err != nil || p != nil {
+				t.Fatalf("Held of a run started without a permit: %+v, %v", p, err)
+			}
+			if _, err := Held(ctx, b.opts("bad id/..", "")); err == nil {
+				t.Fatal("Held accepted a bad run id")
+			}
+		})
+	}
+}
