@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -26,9 +27,8 @@ record: run id, digest, gate and generation, fences, policy, approvals,
 time. Prints the run id and the digest.
 
 Mount with pinfs mount DIGEST MNT --run-id R --require-permit. A run keeps
-its digest: admitting run R again returns its permit, and fails if the gate
-now points elsewhere (mount the permit's digest to resume, or admit a new
-run).`,
+its digest: admitting run R again returns the permit it holds, whatever the
+gate says now, so that a resumed job gets the same digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		purpose := fs.String("purpose", "", "what the run reads the snapshot for; must equal the manifest's purpose")
@@ -65,7 +65,8 @@ run).`,
 				return err
 			}
 			if !created {
-				fmt.Fprintf(os.Stderr, "pinfs admit: run %s was admitted before (%s); keeping its permit\n", held.RunID, held.Time.Format("2006-01-02T15:04:05Z"))
+				fmt.Fprintf(os.Stderr, "pinfs admit: run %s was admitted at %s (gate %q generation %d); it keeps that permit and digest\n",
+					held.RunID, held.Time.Format(time.RFC3339), held.Gate, held.Generation)
 			}
 			fmt.Fprintf(out, "%s %s\n", held.RunID, held.Digest)
 			return nil
