@@ -24,12 +24,6 @@ import (
 	"github.com/pinfs/pinfs/integration/s3test"
 )
 
-// fastExit is added to the environment of every pinfs run here: a -race
-// binary otherwise sleeps a second at exit (the race runtime's
-// atexit_sleep_ms), which makes the many short commands of these tests slow.
-// A race found still exits 66.
-const fastExit = "GORACE=atexit_sleep_ms=0"
-
 // admStore is one store kind the admission tests run on: where pin reads,
 // where the store and run records are, and how to change them behind
 // pinfs's back.
@@ -58,7 +52,7 @@ func admSource(t testing.TB) map[string][]byte {
 func localAdmStore(t *testing.T) *admStore {
 	work := t.TempDir()
 	a := &admStore{source: filepath.Join(work, "src"), store: filepath.Join(work, "store"),
-		records: []string{filepath.Join(work, "runs.jsonl")}, work: work, env: []string{fastExit}}
+		records: []string{filepath.Join(work, "runs.jsonl")}, work: work, env: nil}
 	a.put = func(t testing.TB, rel string, b []byte) {
 		p := filepath.Join(a.source, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -91,7 +85,7 @@ func s3AdmStore(t *testing.T) *admStore {
 	s.CreateBucket(t, "data", true)
 	s.CreateBucket(t, "store", true)
 	work := t.TempDir()
-	return &admStore{env: append(s.Env(), fastExit), source: "s3://data/ds/", store: "s3://store/pinfs", work: work,
+	return &admStore{env: s.Env(), source: "s3://data/ds/", store: "s3://store/pinfs", work: work,
 		records: []string{filepath.Join(work, "runs.jsonl"), "s3://store/records"},
 		put:     func(t testing.TB, rel string, b []byte) { s.Put(t, "data", "ds/"+rel, b) },
 		del: func(t testing.TB, rel string) {
@@ -132,8 +126,8 @@ type signers struct {
 func newSigners(t testing.TB) *signers {
 	t.Helper()
 	dir := t.TempDir()
-	r := mustPinfs(t, []string{fastExit}, "key", "generate", filepath.Join(dir, "alice"))
-	mustPinfs(t, []string{fastExit}, "key", "generate", filepath.Join(dir, "bob"))
+	r := mustPinfs(t, nil, "key", "generate", filepath.Join(dir, "alice"))
+	mustPinfs(t, nil, "key", "generate", filepath.Join(dir, "bob"))
 	s := &signers{aliceKey: filepath.Join(dir, "alice.key"), policy: filepath.Join(dir, "policy.json"), bobPolicy: filepath.Join(dir, "bob.json")}
 	if _, id, ok := strings.Cut(r.stdout, "key id"); ok {
 		s.aliceID = strings.TrimSpace(id)
