@@ -52,7 +52,7 @@ func admSource(t testing.TB) map[string][]byte {
 func localAdmStore(t *testing.T) *admStore {
 	work := t.TempDir()
 	a := &admStore{source: filepath.Join(work, "src"), store: filepath.Join(work, "store"),
-		records: []string{filepath.Join(work, "runs.jsonl")}, work: work, env: nil}
+		records: []string{filepath.Join(work, "runs.jsonl")}, work: work}
 	a.put = func(t testing.TB, rel string, b []byte) {
 		p := filepath.Join(a.source, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
