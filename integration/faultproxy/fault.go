@@ -238,6 +238,19 @@ func isHop(h string) bool {
 }
 
 // covers reports whether an HTTP Range header value ("" is the whole
+// longer reports whether a request with Range header rng (one range, or
+// none for the whole object) asks for more than n bytes.
+func longer(rng string, n int64) bool {
+	spec, ok := strings.CutPrefix(rng, "bytes=")
+	if rng == "" || !ok {
+		return true
+	}
+	a, b, _ := strings.Cut(spec, "-")
+	lo, err1 := strconv.ParseInt(a, 10, 64)
+	hi, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 != nil || err2 != nil || hi-lo+1 > n
+}
+
 // object) includes object offset off. Suffix ranges count as covering.
 func covers(rng string, off int64) bool {
 	spec, ok := strings.CutPrefix(rng, "bytes=")

@@ -308,6 +308,10 @@ func (rl Rule) matches(r *http.Request) bool {
 		return r.URL.Query().Has("versionId")
 	case IgnoreRange:
 		return r.Header.Get("Range") != ""
+	case Cut, Stall:
+		// Only a body longer than After reaches the fault: a short read
+		// (a member's tail block) that raced ahead must not use it up.
+		return longer(r.Header.Get("Range"), rl.Fault.After)
 	}
 	return true
 }

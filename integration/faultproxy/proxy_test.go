@@ -325,3 +325,27 @@ func TestCovers(t *testing.T) {
 		t.Errorf("contentRangeStart = %d, %v", n, ok)
 	}
 }
+
+// TestCutAndStallSkipShortBodies: a rule that cuts or stalls after N bytes
+// is kept for a request that asks for more than N, so that a short tail
+// read which happens to arrive first does not use it up.
+func TestCutAndStallSkipShortBodies(t *testing.T) {
+	for _, tc := range []struct {
+		rng  string
+		want bool
+	}{
+		{"", true}, {"bytes=0-1048575", true}, {"bytes=3145728-3150048", false},
+		{"bytes=0-99999", false}, {"bytes=0-100000", true}, {"bytes=5-", true},
+	} {
+		r, _ := http.NewRequest("GET", "http://x/data/ds/big.bin", nil)
+		if tc.rng != "" {
+			r.Header.Set("Range", tc.rng)
+		}
+		for _, f := range []Fault{StallAfter(100_000, 0), CutAfter(100_000)} {
+			rule := Rule{Method: "GET", Path: "/data/ds/big.bin", Fault: f}
+			if got := rule.matches(r); got != tc.want {
+				t.Errorf("%v with Range %q: matches %v, want %v", f, tc.rng, got, tc.want)
+			}
+		}
+	}
+}
