@@ -225,6 +225,23 @@ func (s *Server) Env() []string {
 	}
 }
 
+// UseEnv points this process's AWS SDK environment at the server for the
+// rest of test t (t.Setenv): Env, with no profile, session token or
+// shared config files that could name another endpoint or identity. For
+// tests that open stores the way the pinfs commands do (store/dial).
+func (s *Server) UseEnv(t testing.TB) {
+	t.Helper()
+	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
 // Client returns an aws-sdk-go-v2 S3 client for this server: path-style,
 // static credentials, no shared config files or environment consulted.
 func (s *Server) Client(t testing.TB) *s3.Client {

@@ -151,14 +151,7 @@ func TestRaceS3(t *testing.T) {
 		t.Skip("real S3 server; not in -short")
 	}
 	srv := s3test.Start(t)
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.UseEnv(t)
 	srv.CreateBucket(t, "gates", true)
 	st, err := dial.Open(t.Context(), "s3://gates/pinfs")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -273,14 +272,7 @@ func TestRaceS3(t *testing.T) {
 		t.Skip("real S3 server; not in -short")
 	}
 	srv := s3test.Start(t)
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.UseEnv(t)
 	srv.CreateBucket(t, "pins", true)
 	st, err := dial.Open(t.Context(), "s3://pins/pinfs")
 	if err != nil {
