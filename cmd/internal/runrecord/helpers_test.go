@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,4 +83,33 @@ func closeOK(t testing.TB, r *Record) {
 	if err := r.Close(t.Context()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+}
+
+// openTogether opens the run of every o at the same moment, as first
+// mounts on several hosts do, closes the records, and returns how many
+// started the run (the others resumed it). An Open error fails the test.
+func openTogether(t testing.TB, opts ...Options) (starts int) {
+	t.Helper()
+	recs := make([]*Record, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, o := range opts {
+		wg.Go(func() {
+			<-start
+			recs[i], errs[i] = Open(t.Context(), o)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, r := range recs {
+		if errs[i] != nil {
+			t.Fatalf("%s: Open %d: %v", opts[i].RunID, i, errs[i])
+		}
+		if !r.Resumed() {
+			starts++
+		}
+		closeOK(t, r)
+	}
+	return starts
 }

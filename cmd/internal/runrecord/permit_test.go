@@ -321,31 +321,11 @@ func TestAdmitAnswerLost(t *testing.T) {
 func TestRemoteAdmittedRunConcurrentFirstMounts(t *testing.T) {
 	f := newFake()
 	admit(t, remoteOptions(f, t.TempDir(), "run-c", digestA), permitFor(digestA))
-	var (
-		wg   sync.WaitGroup
-		recs [4]*Record
-		errs [4]error
-	)
-	start := make(chan struct{})
-	for i := range recs {
-		o := remoteOptions(f, t.TempDir(), "run-c", digestA)
-		wg.Go(func() {
-			<-start
-			recs[i], errs[i] = Open(t.Context(), o)
-		})
+	var opts []Options
+	for range 4 {
+		opts = append(opts, remoteOptions(f, t.TempDir(), "run-c", digestA))
 	}
-	close(start)
-	wg.Wait()
-	starts := 0
-	for i, r := range recs {
-		if errs[i] != nil {
-			t.Fatalf("Open %d: %v", i, errs[i])
-		}
-		if !r.Resumed() {
-			starts++
-		}
-		closeOK(t, r)
-	}
+	starts := openTogether(t, opts...)
 	if got := kinds(f.events(t, "run-c")); starts != 1 || strings.Count(got, RunStart) != 1 {
 		t.Fatalf("%d mounts started the admitted run; events %s", starts, got)
 	}

@@ -138,32 +138,9 @@ func TestS3ConcurrentFirstMounts(t *testing.T) {
 	for i := range 5 {
 		o := o
 		o.RunID = fmt.Sprintf("race-%d", i)
-		var (
-			wg   sync.WaitGroup
-			recs [2]*Record
-			errs [2]error
-		)
-		start := make(chan struct{})
-		for j := range recs {
-			o := o
-			o.SpoolDir = t.TempDir()
-			wg.Go(func() {
-				<-start
-				recs[j], errs[j] = Open(t.Context(), o)
-			})
-		}
-		close(start)
-		wg.Wait()
-		starts := 0
-		for j, r := range recs {
-			if errs[j] != nil {
-				t.Fatalf("%s: Open %d: %v", o.RunID, j, errs[j])
-			}
-			if !r.Resumed() {
-				starts++
-			}
-			closeOK(t, r)
-		}
+		a, b := o, o
+		a.SpoolDir, b.SpoolDir = t.TempDir(), t.TempDir()
+		starts := openTogether(t, a, b)
 		var stored []string
 		for _, k := range keys(t, s, "pinfs/runs/"+o.RunID+"/events/") {
 			_, name, _ := strings.Cut(k, "/events/")
