@@ -94,10 +94,9 @@ func newRunID() string {
 // digest is refused with an error wrapping ErrDigestChanged, and with
 // o.RequirePermit a run that holds no permit for o.Digest is refused with
 // an error wrapping ErrNotPermitted; nothing is written then. For a
-// store, Open first delivers any events an
-// earlier process left in the spool, and fails if it cannot check the
-// binding, unless this host bound the run before (see the package
-// documentation).
+// store, Open first delivers any events an earlier process left in the
+// spool, and fails if it cannot check the binding, unless this host bound
+// the run before (see the package documentation).
 func Open(ctx context.Context, o Options) (*Record, error) {
 	if _, err := verify.ParseDigest(string(o.Digest)); err != nil {
 		return nil, fmt.Errorf("runrecord: %w", err)
