@@ -111,13 +111,9 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 	v.checkManifest(m)
 
 	// The member problems and the object checks are `pinfs verify`'s.
-	cr, err := check.Run(ctx, st, d, check.Options{Deep: o.Deep, Jobs: o.Jobs})
+	cr, err := check.Fetched(ctx, st, c, check.Options{Deep: o.Deep, Jobs: o.Jobs})
 	if err != nil {
 		return err
-	}
-	if cr.Error != "" {
-		v.fail(KindInvalidSnapshot, "%s", cr.Error)
-		return nil
 	}
 	mt.VersionsChecked = cr.Checked
 	mt.Unversioned = cr.Counts[verify.KindUnversioned]

@@ -50,18 +50,31 @@ var Kinds = []string{
 // could not run at all (for example the context ended); everything that
 // is wrong with the snapshot is in the report.
 func Run(ctx context.Context, st store.Store, d verify.Digest, o Options) (*Report, error) {
-	r := &Report{Snapshot: d, Deep: o.Deep, Counts: map[string]int{}, Problems: []verify.Problem{}}
-	for _, k := range Kinds {
-		r.Counts[k] = 0
-	}
 	c, err := verify.Fetch(ctx, st, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		r := newReport(d, o)
 		r.Error = err.Error()
 		return r, nil
 	}
+	return Fetched(ctx, st, c, o)
+}
+
+// newReport returns an empty report of snapshot d with every kind counted.
+func newReport(d verify.Digest, o Options) *Report {
+	r := &Report{Snapshot: d, Deep: o.Deep, Counts: map[string]int{}, Problems: []verify.Problem{}}
+	for _, k := range Kinds {
+		r.Counts[k] = 0
+	}
+	return r
+}
+
+// Fetched is Run for a snapshot its caller fetched already (verify.Fetch),
+// so that the manifest and member table are read and parsed once.
+func Fetched(ctx context.Context, st store.Store, c *verify.Checked, o Options) (*Report, error) {
+	r := newReport(c.Manifest.SnapshotID, o)
 	r.Members = c.Table.Len()
 	r.Bytes = c.Manifest.Members.Bytes
 	r.Problems = append(r.Problems, c.Problems...)
