@@ -1,0 +1,32 @@
+package progress
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestNotATerminal checks that off a terminal the bar prints a line per
+// tenth done, and the final state, in order, and that quiet prints nothing.
+func TestNotATerminal(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(&buf, "replay", 100, 1000, false)
+	for i := 1; i <= 100; i++ {
+		b.Update(i, int64(i*10))
+	}
+	b.Done()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 11 { // 10%, 20%, … 100% and the final line
+		t.Fatalf("%d lines, want 11:\n%s", len(lines), buf.String())
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "100%") || !strings.Contains(last, "100/100 members") || !strings.Contains(last, "1000/1000 bytes") {
+		t.Errorf("final line %q", last)
+	}
+	var quiet bytes.Buffer
+	q := New(&quiet, "replay", 10, 10, true)
+	q.Update(10, 10)
+	q.Done()
+	if quiet.Len() != 0 {
+		t.Errorf("quiet bar printed %q", quiet.String())
+	}
+}
