@@ -7,11 +7,10 @@ package check
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -94,34 +93,19 @@ func Fetched(ctx context.Context, st store.Store, c *verify.Checked, o Options) 
 }
 
 // checkObjects checks every member's object in parallel and returns the
-// problems in member order and how many members were checked.
+// problems in member order and how many members were checked. A member
+// whose source is malformed is left to the structural problems Fetched
+// already has (CheckMembers names it), so it is not reported twice.
 func checkObjects(ctx context.Context, st store.Store, ms *verify.Table, o Options) ([]verify.Problem, int, error) {
-	results := make([]*verify.Problem, ms.Len())
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range cmp.Or(max(o.Jobs, 0), 16) {
-		wg.Go(func() {
-			for i := range next {
-				m := ms.Member(i)
-				results[i] = checkOne(ctx, st, &m, o.Deep)
-			}
-		})
+	all := make([]int, ms.Len())
+	for i := range all {
+		all[i] = i
 	}
-	for i := range ms.Len() {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	ps, err := Members(ctx, st, ms, all, o, nil)
+	if err != nil {
 		return nil, 0, err
 	}
-	var ps []verify.Problem
-	for _, p := range results {
-		if p != nil {
-			ps = append(ps, *p)
-		}
-	}
-	return ps, ms.Len(), nil
+	return slices.DeleteFunc(ps, func(p verify.Problem) bool { return p.Kind == verify.KindBadMember }), ms.Len(), nil
 }
 
 // Object returns the store object a member's bytes come from.
@@ -139,7 +123,7 @@ func checkOne(ctx context.Context, st store.Store, m *verify.Member, deep bool) 
 	}
 	obj, err := Object(m)
 	if err != nil {
-		return nil // CheckMembers already reported the structural problem
+		return fail(verify.KindBadMember, "no object to read: %v", err)
 	}
 	info, err := st.Stat(ctx, obj)
 	switch {
