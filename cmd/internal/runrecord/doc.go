@@ -74,10 +74,34 @@
 //
 // # Consumed set
 //
-// A Tracker records, cheaply and concurrently, which members a mount read
-// and how much of each; the mount layer emits its Snapshot as a consumed
-// event periodically and at unmount. Each consumed event is cumulative, so
-// the last one of a run is its answer.
+// A consumed event carries a delta in its "set" field: the compact text
+// of a consumed.Set, keyed by member index in the snapshot's member table
+// (which the run's digest fixes), holding the members opened, read in
+// full, and the 4 KiB granules read of those read in part, that changed
+// since the mount's previous delta. A mount writes one every
+// FlushInterval (recorded on its run_start or resume) and at unmount, so
+// a crash loses at most one interval. No single event is the answer: the
+// run's consumed set is the union of every delta of every mount, which a
+// reader computes (ReadConsumed returns the consumed events). A mount
+// that resumes the run seeds its set with that union first, so its own
+// totals and deltas continue the run rather than restart it.
+//
+// Records written before issue 9 carry a cumulative "members" list (path,
+// id, digest, size, bytes, full) instead; Event.Members still decodes it,
+// and a reader unions those lists like deltas (consumed.FromLegacy).
+//
+// # Reading
+//
+// ReadRun returns every event of one run, ordered by time, host, pid and
+// seq, with duplicates removed, the run's digest and permit; ReadConsumed
+// only its consumed events; List one summary line per run. They read a
+// local file in one pass, skipping (and counting) lines that do not parse,
+// such as a torn last line; from a store they list runs/<run-id>/ (List:
+// runs/) and GET the event objects they need. With Source.SpoolDir, the
+// events that a mount on this host spooled and has not delivered yet are
+// merged in. A run's mounts, and whether it is running, ended or crashed,
+// come from its run_start, resume and run_end events and the host and pid
+// every event names (Run.Mounts, Run.State).
 //
 // # Concurrency
 //

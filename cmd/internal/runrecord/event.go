@@ -27,9 +27,9 @@ const (
 	FromDisk    = "disk"
 )
 
-// Event is one line of a run record. Time, RunID, Digest and Seq are filled
-// by Emit; Event names the kind, and the other fields are set as the kind
-// needs them and omitted otherwise.
+// Event is one line of a run record. Time, RunID, Digest, Host, PID and
+// Seq are filled by Emit; Event names the kind, and the other fields are
+// set as the kind needs them and omitted otherwise.
 type Event struct {
 	Time   time.Time     `json:"time"` // UTC, RFC 3339 with nanoseconds
 	RunID  string        `json:"run_id"`
@@ -39,9 +39,16 @@ type Event struct {
 	// it names the event's object in a store.
 	Seq int64 `json:"seq"`
 
-	// Host and PID identify the process, on run_start and resume.
+	// Host and PID identify the process that wrote the event: a Record
+	// stamps them on every event, so every event names its mount.
+	// Records written before issue 9 have them on run_start and resume only.
 	Host string `json:"host,omitempty"`
 	PID  int    `json:"pid,omitempty"`
+
+	// Store is the mount's --store URL and FlushInterval how often it
+	// writes its consumed delta (a Go duration), on run_start and resume.
+	Store         string `json:"store,omitempty"`
+	FlushInterval string `json:"flush_interval,omitempty"`
 
 	// The member concerned, on mismatch, version_missing and fetch_failed.
 	Path      string `json:"path,omitempty"`
@@ -53,9 +60,19 @@ type Event struct {
 	From      string `json:"from,omitempty"`       // FromNetwork or FromDisk
 	Error     string `json:"error,omitempty"`
 
-	Totals  *Totals    `json:"totals,omitempty"`  // on run_end
-	Members []Consumed `json:"members,omitempty"` // on consumed
-	Permit  *Permit    `json:"permit,omitempty"`  // on permit, written by Admit
+	Totals *Totals `json:"totals,omitempty"` // on run_end
+	Permit *Permit `json:"permit,omitempty"` // on permit, written by Admit
+
+	// Members is the cumulative consumed set of records written before
+	// issue 9; mounts no longer write it, readers still decode it.
+	Members []Consumed `json:"members,omitempty"`
+	// Set is a consumed delta (consumed.Set.Encode), on consumed.
+	//
+	// Members and Set are the last fields, so that the payload starts at
+	// the first `,"members":` or `,"set":` of a line (a JSON string cannot
+	// hold those bytes unescaped) and a reader that needs only the other
+	// fields cuts the line there (see List). Keep them last.
+	Set string `json:"set,omitempty"`
 }
 
 // Range is a byte range of a member.

@@ -127,9 +127,14 @@ func TestLocalEventFields(t *testing.T) {
 	if got := kinds(es); got != "run_start,mismatch,consumed,run_end" {
 		t.Fatalf("events %s", got)
 	}
+	host, _ := os.Hostname()
 	for i := range es {
 		if es[i].RunID != r.RunID() || es[i].Seq != int64(i+1) {
 			t.Errorf("event %d: run %q seq %d", i, es[i].RunID, es[i].Seq)
+		}
+		// Every event names its mount, not only run_start.
+		if es[i].Host != host || es[i].PID != os.Getpid() {
+			t.Errorf("event %d (%s): host %q pid %d, want %q %d", i, es[i].Event, es[i].Host, es[i].PID, host, os.Getpid())
 		}
 	}
 	m := es[1]
@@ -139,7 +144,7 @@ func TestLocalEventFields(t *testing.T) {
 	if !m.Time.Equal(mismatch.Time) || !bytes.Contains(data, []byte(`"time":"2026-11-30T12:00:00.000000005Z"`)) {
 		t.Errorf("mismatch time %v, want %v in UTC", m.Time, mismatch.Time)
 	}
-	m.Time, m.RunID, m.Digest, m.Seq, m.Range = mismatch.Time, "", "", 0, mismatch.Range
+	m.Time, m.RunID, m.Digest, m.Seq, m.Range, m.Host, m.PID = mismatch.Time, "", "", 0, mismatch.Range, "", 0
 	if !reflect.DeepEqual(m, mismatch) {
 		t.Errorf("mismatch read back as %+v", m)
 	}

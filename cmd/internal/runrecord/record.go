@@ -48,6 +48,13 @@ type Options struct {
 	// RequirePermit makes Open refuse, writing nothing, unless the run
 	// holds a permit (see Admit) for exactly Digest. It needs a RunID.
 	RequirePermit bool
+	// Store is the mount's --store URL, written on run_start and resume
+	// so that a reader of the record knows where the run's data is.
+	Store string
+	// FlushInterval is how often the mount writes its consumed delta,
+	// written on run_start and resume (a reader judges a silent mount by
+	// it, see Run.State). 0 writes none.
+	FlushInterval time.Duration
 }
 
 // Record is the open run record of one mount. Its methods may be called
@@ -57,6 +64,8 @@ type Record struct {
 	digest  verify.Digest
 	resumed bool
 	permit  *Permit
+	host    string // stamped on every event
+	pid     int
 	sink    sink
 	seq     atomic.Int64
 
@@ -101,7 +110,8 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	if _, err := verify.ParseDigest(string(o.Digest)); err != nil {
 		return nil, fmt.Errorf("runrecord: %w", err)
 	}
-	r := &Record{runID: o.RunID, digest: o.Digest}
+	host, _ := os.Hostname()
+	r := &Record{runID: o.RunID, digest: o.Digest, host: host, pid: os.Getpid()}
 	if r.runID == "" {
 		if o.RequirePermit {
 			return nil, errors.New("runrecord: a permit is held by a named run: RequirePermit needs a run id")
@@ -111,10 +121,12 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	if err := checkRunID(r.runID); err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	first := func(kind string) (*Event, []byte, error) {
 		r.resumed = kind == Resume
-		e := &Event{Event: kind, Host: host, PID: os.Getpid()}
+		e := &Event{Event: kind, Store: o.Store}
+		if o.FlushInterval > 0 {
+			e.FlushInterval = o.FlushInterval.String()
+		}
 		r.stamp(e)
 		line, err := e.line()
 		return e, line, err
@@ -160,7 +172,8 @@ func (r *Record) RunID() string { return r.runID }
 // Resumed reports whether Open resumed an existing run.
 func (r *Record) Resumed() bool { return r.resumed }
 
-// stamp fills e's time (if unset), run id, digest and sequence number.
+// stamp fills e's time (if unset), run id, digest, host, pid and
+// sequence number.
 func (r *Record) stamp(e *Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
@@ -168,6 +181,7 @@ func (r *Record) stamp(e *Event) {
 	e.Time = e.Time.UTC().Round(0)
 	e.RunID = r.runID
 	e.Digest = r.digest
+	e.Host, e.PID = r.host, r.pid
 	e.Seq = r.seq.Add(1)
 }
 
