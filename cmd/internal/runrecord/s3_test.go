@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -225,5 +226,70 @@ func TestS3AdmitThenMount(t *testing.T) {
 	}
 	if ks := keys(t, s, "pinfs/runs/not-admitted/"); len(ks) > 0 {
 		t.Fatalf("a refused Open stored %v", ks)
+	}
+}
+
+// TestS3ReadRunAndList: ReadRun, ReadConsumed and List of a record on a
+// real server (Source.Open nil: store/dial.Open), two runs and an admitted one.
+func TestS3ReadRunAndList(t *testing.T) {
+	_, o := realRecords(t, nil, "real-1")
+	o.Store, o.FlushInterval = "s3://data/train", time.Minute
+	ctx := t.Context()
+	for i := range 2 {
+		r, err := Open(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		emitAll(t, r, Event{Event: ConsumedSet, Set: fmt.Sprintf("c1.%d", i)}, Event{Event: VersionMissing, Path: "x"},
+			Event{Event: RunEnd, Totals: &Totals{MembersOpened: int64(i + 1)}})
+		closeOK(t, r)
+	}
+	two := o
+	two.RunID = "real-2"
+	r, err := Open(ctx, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emitAll(t, r, Event{Event: Mismatch, Path: "y"})
+	closeOK(t, r)
+	adm := o
+	adm.RunID = "real-3"
+	if _, _, err := Admit(ctx, adm, permitFor(digestA)); err != nil {
+		t.Fatal(err)
+	}
+
+	src := Source{URL: o.URL, SpoolDir: o.SpoolDir}
+	run, err := ReadRun(ctx, src, "real-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(run.Events); got != "run_start,consumed,version_missing,run_end,resume,consumed,version_missing,run_end" || run.Digest != digestA {
+		t.Fatalf("events %s digest %s", got, run.Digest)
+	}
+	ms := run.Mounts(time.Now(), LocalLiveness)
+	if len(ms) != 2 || ms[0].Store != o.Store || ms[1].FlushInterval != time.Minute || ms[1].Totals == nil || ms[1].Totals.MembersOpened != 2 {
+		t.Fatalf("mounts %+v", ms)
+	}
+	cs, err := ReadConsumed(ctx, src, "real-1")
+	if err != nil || len(cs) != 2 || cs[0].Set != "c1.0" || cs[1].Set != "c1.1" {
+		t.Fatalf("consumed %+v, %v", cs, err)
+	}
+	if run, err := ReadRun(ctx, src, "real-3"); err != nil || run.Permit == nil || len(run.Events) != 0 {
+		t.Fatalf("admitted run %+v, %v", run, err)
+	}
+	if _, err := ReadRun(ctx, src, "real-4"); !errors.Is(err, ErrNoRun) {
+		t.Fatalf("a run the record lacks: %v", err)
+	}
+	infos, err := List(ctx, src, time.Now(), LocalLiveness)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, in := range infos {
+		got = append(got, fmt.Sprintf("%s:%s:%d:%d:%d", in.RunID, in.State, in.Mounts, in.Integrity[VersionMissing], in.Integrity[Mismatch]))
+	}
+	// real-2's mount is this process, which has not written run_end.
+	if strings.Join(got, " ") != "real-1:ended:2:2:0 real-2:running:1:0:1 real-3:admitted:0:0:0" {
+		t.Fatalf("list %v", got)
 	}
 }
