@@ -1,0 +1,161 @@
+package runs
+
+import (
+	"slices"
+	"time"
+
+	"github.com/pinfs/pinfs/cmd/internal/consumed"
+	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/verify"
+)
+
+// Report is what `pinfs run show --json` prints: everything the record
+// says about one run.
+type Report struct {
+	RunID     string            `json:"run_id"`
+	Digest    verify.Digest     `json:"digest"`
+	State     string            `json:"state"` // runrecord.StateRunning, ...
+	Permit    *runrecord.Permit `json:"permit,omitempty"`
+	Mounts    []runrecord.Mount `json:"mounts"`
+	Totals    runrecord.Totals  `json:"totals"` // summed over the mounts' run_end totals
+	Consumed  ConsumedReport    `json:"consumed"`
+	Events    []EventReport     `json:"events"`            // the integrity events, in record order
+	Integrity map[string]*Group `json:"integrity"`         // IntegrityKinds, every kind present
+	Members   []MemberReport    `json:"members,omitempty"` // only when asked for
+	Spooled   int               `json:"spooled"`           // events merged from the local spool
+	Torn      int               `json:"torn_lines"`        // lines of the record that did not parse
+}
+
+// ConsumedReport summarises the run's consumed set.
+type ConsumedReport struct {
+	consumed.Summary        // members_opened, members_full, bytes, splits
+	Digest           string `json:"digest"` // ConsumedDigest
+}
+
+// EventReport is one integrity event of the run.
+type EventReport struct {
+	Time      time.Time        `json:"time"`
+	Event     string           `json:"event"`
+	Path      string           `json:"path"`
+	MemberID  string           `json:"member_id,omitempty"`
+	Source    string           `json:"source,omitempty"`
+	VersionID string           `json:"version_id,omitempty"`
+	Expected  string           `json:"expected,omitempty"`
+	Range     *runrecord.Range `json:"range,omitempty"`
+	From      string           `json:"from,omitempty"`
+	Error     string           `json:"error,omitempty"`
+	Host      string           `json:"host,omitempty"`
+	PID       int              `json:"pid,omitempty"`
+}
+
+// Group is the integrity events of one kind: how many, and the distinct
+// member paths they name, sorted.
+type Group struct {
+	Count   int64    `json:"count"`
+	Members []string `json:"members"`
+}
+
+// MemberReport is one consumed member (`pinfs run show --members`).
+type MemberReport struct {
+	Index   int    `json:"index"`
+	Path    string `json:"path"`
+	ID      string `json:"id"`
+	Digest  string `json:"digest"`  // blake3:<hex>
+	Version string `json:"version"` // see Version
+	Source  string `json:"source"`  // s3://bucket/key or cas:blake3:<hex>
+	Size    int64  `json:"size"`
+	Bytes   int64  `json:"bytes"` // distinct bytes read
+	Full    bool   `json:"full"`  // Bytes == Size, as consumed.Set.Summarize counts it
+	Split   string `json:"split,omitempty"`
+}
+
+// IntegrityKinds are the event kinds Report.Integrity groups, in the
+// order a report lists them.
+var IntegrityKinds = []string{runrecord.Mismatch, runrecord.VersionMissing, runrecord.FetchFailed}
+
+// Show returns the report of run, whose snapshot's member table is t: its
+// state and mounts as of now (alive tells which processes still run; see
+// runrecord.Run.Mounts), the totals of the mounts that ended, its integrity
+// events listed and grouped by kind, and its consumed set summarised, with
+// every consumed member in index order when members is true. It fails only
+// when the consumed set cannot be read (see Consumed).
+func Show(run *runrecord.Run, t *verify.Table, now time.Time, alive runrecord.Liveness, members bool) (*Report, error) {
+	s, err := Consumed(run, t)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{
+		RunID:     run.RunID,
+		Digest:    run.Digest,
+		State:     run.State(now, alive),
+		Permit:    run.Permit,
+		Mounts:    run.Mounts(now, alive),
+		Consumed:  ConsumedReport{Summary: s.Summarize(t), Digest: ConsumedDigest(s, t)},
+		Events:    []EventReport{},
+		Integrity: map[string]*Group{},
+		Spooled:   run.Spooled,
+		Torn:      run.Torn,
+	}
+	if r.Mounts == nil {
+		r.Mounts = []runrecord.Mount{}
+	}
+	for _, m := range r.Mounts {
+		if m.Totals != nil {
+			addTotals(&r.Totals, m.Totals)
+		}
+	}
+	for _, k := range IntegrityKinds {
+		r.Integrity[k] = &Group{Members: []string{}}
+	}
+	for i := range run.Events {
+		e := &run.Events[i]
+		g := r.Integrity[e.Event]
+		if g == nil {
+			continue
+		}
+		g.Count++
+		g.Members = append(g.Members, e.Path)
+		r.Events = append(r.Events, EventReport{
+			Time: e.Time, Event: e.Event, Path: e.Path, MemberID: e.MemberID, Source: e.Source,
+			VersionID: e.VersionID, Expected: e.Expected, Range: e.Range, From: e.From, Error: e.Error,
+			Host: e.Host, PID: e.PID,
+		})
+	}
+	for _, g := range r.Integrity {
+		slices.Sort(g.Members)
+		g.Members = slices.Compact(g.Members)
+	}
+	if members {
+		r.Members = memberReports(s, t)
+	}
+	return r, nil
+}
+
+// memberReports lists the members of s in index order.
+func memberReports(s *consumed.Set, t *verify.Table) []MemberReport {
+	ms := make([]MemberReport, 0, s.Opened.GetCardinality())
+	it := s.Opened.Iterator()
+	for it.HasNext() {
+		i := it.Next()
+		m := t.Member(int(i))
+		n := s.Bytes(i, m.Size)
+		ms = append(ms, MemberReport{
+			Index: int(i), Path: m.Path, ID: m.ID, Digest: m.Digest, Version: Version(&m), Source: m.Source(),
+			Size: m.Size, Bytes: n, Full: n == m.Size, Split: m.Split,
+		})
+	}
+	return ms
+}
+
+// addTotals adds b to a, counter by counter.
+func addTotals(a, b *runrecord.Totals) {
+	a.MembersOpened += b.MembersOpened
+	a.BytesServed += b.BytesServed
+	a.BlocksVerified += b.BlocksVerified
+	a.MemHits += b.MemHits
+	a.DiskHits += b.DiskHits
+	a.NetworkFetches += b.NetworkFetches
+	a.Mismatches += b.Mismatches
+	a.VersionMissing += b.VersionMissing
+	a.FetchFailed += b.FetchFailed
+}
