@@ -63,6 +63,7 @@ store, so it needs the store reachable.`,
 		debug := fs.Bool("debug", false, "log every FUSE request")
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within this time, retries and throttling included; keep it longer than --stall-timeout")
 		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for this long")
+		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record this often (a crash loses at most this much of the consumed set)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
@@ -70,6 +71,9 @@ store, so it needs the store reachable.`,
 			d, err := parseDigest(args[0])
 			if err != nil {
 				return err
+			}
+			if *flushInterval <= 0 {
+				return usagef("--flush-interval %v: want a positive duration such as 1m or 30s", *flushInterval)
 			}
 			if *requirePermit && *runID == "" {
 				return usagef("--require-permit needs --run-id R: a permit is held by the run it was written for")
@@ -110,7 +114,7 @@ store, so it needs the store reachable.`,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
 				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
-				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout,
+				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
 			})
 			return err
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/fs"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/verifytest"
@@ -38,7 +38,7 @@ func BenchmarkDaemonHeap1M(b *testing.B) {
 		c = nil
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "check-ms")
 		h1 := liveHeap()
-		tracker := runrecord.NewTracker(snap.Table())
+		tracker := consumed.NewTracker(snap.Table())
 		h2 := liveHeap()
 		start = time.Now()
 		root := fs.NewRoot(snap, &files{members: snap.Table(), tracker: tracker}, fs.Options{})

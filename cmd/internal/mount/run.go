@@ -16,8 +16,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/pinfs/pinfs/cmd/internal/check"
+	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/cmd/internal/runs"
 	"github.com/pinfs/pinfs/fs"
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
@@ -52,9 +54,10 @@ type Config struct {
 	// exactly Digest (runrecord.Options.RequirePermit).
 	RequirePermit bool
 
-	// ConsumedEvery is how often the consumed set is written while the
-	// mount serves (default 5 minutes); it is always written at the end.
-	ConsumedEvery time.Duration
+	// FlushInterval is how often what was read since the last time is
+	// written to the run record as a consumed delta (default a minute):
+	// a crash loses at most that. It is always written at the end.
+	FlushInterval time.Duration
 
 	// ReadTimeout bounds the time a read may wait for the store (retries
 	// and throttling included); StallTimeout cuts off a response that
@@ -81,7 +84,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
 		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
-		RequirePermit: c.RequirePermit,
+		RequirePermit: c.RequirePermit, Store: c.Store.String(), FlushInterval: c.flushInterval(),
 	})
 	if err != nil {
 		return err
@@ -104,7 +107,10 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err != nil {
 		return err
 	}
-	tracker := runrecord.NewTracker(snap.Table())
+	tracker := consumed.NewTracker(snap.Table())
+	if rec.Resumed() {
+		seed(ctx, c, rec, snap.Table(), tracker)
+	}
 	limitMemory(c.CacheMem, snap.Table().Len(), log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
@@ -160,11 +166,7 @@ func totals(st blocks.Stats, members int64) *runrecord.Totals {
 func serve(ctx context.Context, c Config, server *fuse.Server, tick func()) {
 	done := make(chan struct{})
 	go func() { server.Wait(); close(done) }()
-	every := c.ConsumedEvery
-	if every <= 0 {
-		every = 5 * time.Minute
-	}
-	ticker := time.NewTicker(every)
+	ticker := time.NewTicker(c.flushInterval())
 	defer ticker.Stop()
 	for {
 		select {
@@ -190,10 +192,45 @@ func serve(ctx context.Context, c Config, server *fuse.Server, tick func()) {
 	}
 }
 
-func emitConsumed(ctx context.Context, rec *runrecord.Record, t *runrecord.Tracker, log *slog.Logger) {
-	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Members: t.Snapshot()}); err != nil {
+// flushInterval is c.FlushInterval or its default, a minute.
+func (c *Config) flushInterval() time.Duration {
+	if c.FlushInterval > 0 {
+		return c.FlushInterval
+	}
+	return time.Minute
+}
+
+// emitConsumed writes what t recorded since the last call as a consumed
+// delta. A delta that could not be written goes back into t, for the next.
+// An empty one is written too: it says the mount is alive (pinfs run list
+// tells a crashed mount on another host by its silence).
+func emitConsumed(ctx context.Context, rec *runrecord.Record, t *consumed.Tracker, log *slog.Logger) {
+	d := t.Delta()
+	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Set: d.Encode()}); err != nil {
+		t.Requeue(d)
 		log.Warn("run record: consumed set", "err", err)
 	}
+}
+
+// seed starts a resumed mount's tracker from what the run consumed before,
+// so that its deltas hold only what is new and run show is right at once.
+// Failing to read it costs only bigger deltas: the run's consumed set is
+// the union of its deltas, so nothing is lost, and the mount goes on.
+func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table, tr *consumed.Tracker) {
+	src := runrecord.Source{URL: c.RunRecord, SpoolDir: filepath.Join(c.CacheDir, "spool")}
+	evs, err := runrecord.ReadConsumed(ctx, src, rec.RunID())
+	var set *consumed.Set
+	if err == nil {
+		set, err = runs.Consumed(&runrecord.Run{RunID: rec.RunID(), Digest: c.Digest, Events: evs}, t)
+	}
+	if err == nil {
+		err = tr.Seed(set)
+	}
+	if err != nil {
+		c.Log.Warn("resume: not seeded with what the run consumed before (its later deltas repeat it)", "err", err)
+		return
+	}
+	c.Log.Info("resume: seeded with what the run consumed before", "members", set.Opened.GetCardinality(), "events", len(evs))
 }
 
 // memoryHeadroom is the memory a mount may use beyond its snapshot index
@@ -244,7 +281,7 @@ func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
 type files struct {
 	blocks  *blocks.Reader
 	members *verify.Table
-	tracker *runrecord.Tracker
+	tracker *consumed.Tracker
 	metrics *metrics.Metrics
 }
 

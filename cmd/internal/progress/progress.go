@@ -65,7 +65,7 @@ func (b *Bar) Done() {
 }
 
 // draw prints the bar: on a terminal at most ten times a second, else
-// when another tenth is done; always when final.
+// when another tenth is done; when final, unless that line is out.
 func (b *Bar) draw(final bool) {
 	percent := 100
 	if b.bytes > 0 {
@@ -75,6 +75,8 @@ func (b *Bar) draw(final bool) {
 	}
 	now := time.Now()
 	switch {
+	case final && !b.tty && percent == b.lastPercent:
+		return // that line is out already
 	case final:
 	case b.tty && now.Sub(b.lastDraw) < 100*time.Millisecond:
 		return

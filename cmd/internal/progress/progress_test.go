@@ -16,11 +16,18 @@ func TestNotATerminal(t *testing.T) {
 	}
 	b.Done()
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 11 { // 10%, 20%, … 100% and the final line
-		t.Fatalf("%d lines, want 11:\n%s", len(lines), buf.String())
+	if len(lines) != 10 { // 10%, 20%, … 100%, which is the final line too
+		t.Fatalf("%d lines, want 10:\n%s", len(lines), buf.String())
 	}
 	if last := lines[len(lines)-1]; !strings.Contains(last, "100%") || !strings.Contains(last, "100/100 members") || !strings.Contains(last, "1000/1000 bytes") {
 		t.Errorf("final line %q", last)
+	}
+	buf.Reset()
+	half := New(&buf, "replay", 10, 100, false)
+	half.Update(5, 50)
+	half.Done()
+	if got := strings.Count(buf.String(), "\n"); got != 1 || !strings.Contains(buf.String(), " 50%") {
+		t.Errorf("a bar done at 50%% printed %q, want one line at 50%%", buf.String())
 	}
 	var quiet bytes.Buffer
 	q := New(&quiet, "replay", 10, 10, true)
