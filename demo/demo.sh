@@ -69,8 +69,14 @@ step "$pinfs unmount $mnt"
 $pinfs unmount "$mnt"
 for _ in $(seq 50); do grep -q '"event":"run_end"' "$record" 2>/dev/null && break; sleep 0.1; done
 
-step "tail -n 4 $record   # the run record: permit, run_start, consumed set, run_end"
-tail -n 4 "$record"
+step "$pinfs run show $run --run-record $record --cache-dir $cache --members   # what the run read"
+$pinfs run show "$run" --run-record "$record" --cache-dir "$cache" --members
+
+step "$pinfs run replay $run --run-record $record --cache-dir $cache --store $store   # can we read those bytes again?"
+$pinfs run replay "$run" --run-record "$record" --cache-dir "$cache" --store "$store"
+
+step "$pinfs run list --run-record $record --cache-dir $cache"
+$pinfs run list --run-record "$record" --cache-dir "$cache"
 
 step "$pinfs mount latest /tmp/pinfs-demo --store $store   # refused: digests only"
 if $pinfs mount latest /tmp/pinfs-demo --store "$store"; then
