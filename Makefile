@@ -64,13 +64,14 @@ demo: build
 # the targets and writes it to bench/results.md. Needs root, /dev/fuse and
 # fio (perf for the profile section is optional). Then the Go benchmarks
 # of the hot spots (block verification, the read path and its caches, the
-# metrics, the million-member index and tree) go to bench/go-bench.txt.
+# metrics, the million-member index and tree, the consumed set and run
+# show at a million members) go to bench/go-bench.txt.
 # About 4 minutes here.
 bench: export VERSITYGW := $(BIN)/versitygw
 bench: tools
 	PINFS_BENCH=1 $(GO) test -run TestBench -v -count=1 -timeout 40m ./integration/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./verify/b3 ./store/blocks ./cmd/internal/metrics | tee bench/go-bench.txt
-	$(GO) test -run '^$$' -bench '1M|BuildTree' -benchtime 3x ./verify ./fs ./cmd/internal/mount | tee -a bench/go-bench.txt
+	$(GO) test -run '^$$' -bench '1M|BuildTree' -benchtime 3x ./verify ./fs ./cmd/internal/mount ./cmd/internal/consumed ./cmd/internal/runs | tee -a bench/go-bench.txt
 
 # clean keeps bin/versitygw (slow to rebuild); distclean drops it too.
 clean:
