@@ -106,6 +106,7 @@ func TestBench(t *testing.T) {
 	t.Run("small-files", b.smallFiles)
 	t.Run("random-reads", b.randomReads)
 	t.Run("million-members", b.millionMembers)
+	t.Run("runs", b.runsScale)
 	t.Run("4GiB-member", b.fourGiB)
 	t.Run("profile", b.profileCold)
 }
