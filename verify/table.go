@@ -107,6 +107,38 @@ func (t *Table) Digest(i int) string {
 	return d.digestString()
 }
 
+// AppendDigest appends the digest of member i, as Digest returns it, to b
+// without allocating: code that writes a line per member of a large
+// snapshot (a run's canonical consumed list) uses it.
+func (t *Table) AppendDigest(b []byte, i int) []byte {
+	d := t.decode(i)
+	if d.digestRaw {
+		return append(b, d.digest...)
+	}
+	return hex.AppendEncode(append(b, b3.Prefix...), d.sum[:])
+}
+
+// Version returns the pinned S3 VersionId of member i and true, or "" and
+// false for a member that has no S3 source (its bytes are in the store's
+// content-addressed area: see AppendCAS).
+func (t *Table) Version(i int) (string, bool) {
+	d := t.decode(i)
+	return d.versionID, d.hasS3
+}
+
+// AppendCAS appends the content-addressed digest of member i (Member's
+// CAS field) to b, and nothing when it has none.
+func (t *Table) AppendCAS(b []byte, i int) []byte {
+	d := t.decode(i)
+	switch {
+	case d.casRaw:
+		return append(b, d.cas...)
+	case d.hasCAS:
+		return t.AppendDigest(b, i)
+	}
+	return b
+}
+
 // Member returns member i with all its fields.
 func (t *Table) Member(i int) Member {
 	d := t.decode(i)

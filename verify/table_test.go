@@ -155,6 +155,16 @@ func TestTableAccessors(t *testing.T) {
 				tab.Digest(i) != m.Digest || ok != (err == nil) || sum != want {
 				t.Errorf("%s: member %d: accessors disagree with %+v", name, i, m)
 			}
+			version, s3 := tab.Version(i)
+			if wantS3 := m.S3 != nil; s3 != wantS3 || (s3 && version != m.S3.VersionID) || (!s3 && version != "") {
+				t.Errorf("%s: member %d: Version = %q, %t; want the S3 source's of %+v", name, i, version, s3, m)
+			}
+			if got := string(tab.AppendDigest([]byte("x"), i)); got != "x"+m.Digest {
+				t.Errorf("%s: member %d: AppendDigest = %q, want x%s", name, i, got, m.Digest)
+			}
+			if got := string(tab.AppendCAS([]byte("x"), i)); got != "x"+m.CAS {
+				t.Errorf("%s: member %d: AppendCAS = %q, want x%s", name, i, got, m.CAS)
+			}
 		}
 	}
 }

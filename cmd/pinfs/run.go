@@ -75,7 +75,7 @@ func (f recordFlags) readRun(ctx context.Context, args []string) (*runrecord.Run
 }
 
 // table loads the member table of run's snapshot from storeURL, or from
-// the store its mounts recorded, through the cache dir's verified
+// the store its mounts recorded; from S3 through the cache dir's verified
 // metadata.
 func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, error) {
 	if storeURL == "" {
@@ -93,7 +93,9 @@ func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL str
 		return nil, err
 	}
 	var g verify.Getter = st
-	if *f.cacheDir != "" {
+	if *f.cacheDir != "" && strings.HasPrefix(storeURL, "s3://") {
+		// A local store is as near as the cache: copying a million-member
+		// table into it would only cost time.
 		g = metacache.New(filepath.Join(*f.cacheDir, "meta"), st)
 	}
 	snap, err := verify.Load(ctx, g, run.Digest)

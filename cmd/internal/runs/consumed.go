@@ -128,23 +128,41 @@ const digestChunk = 1 << 14
 func consumedLines(s *consumed.Set, t *verify.Table, idx []uint32) []byte {
 	b := make([]byte, 0, len(idx)*256)
 	for _, i := range idx {
-		m := t.Member(int(i))
-		n := s.Bytes(i, m.Size)
+		size := t.Size(int(i))
+		n := s.Bytes(i, size)
 		b = append(b, `{"index":`...)
 		b = strconv.AppendUint(b, uint64(i), 10)
 		b = append(b, `,"id":`...)
-		b = appendString(b, m.ID)
+		b = appendString(b, t.ID(int(i)))
 		b = append(b, `,"digest":`...)
-		b = appendString(b, m.Digest)
+		b = appendText(b, func(b []byte) []byte { return t.AppendDigest(b, int(i)) })
 		b = append(b, `,"version":`...)
-		b = appendString(b, Version(&m))
+		if v, ok := t.Version(int(i)); ok {
+			b = appendString(b, v)
+		} else {
+			b = appendText(b, func(b []byte) []byte { return t.AppendCAS(append(b, "cas:"...), int(i)) })
+		}
 		b = append(b, `,"bytes":`...)
 		b = strconv.AppendInt(b, n, 10)
 		b = append(b, `,"full":`...)
-		b = strconv.AppendBool(b, n == m.Size)
+		b = strconv.AppendBool(b, n == size)
 		b = append(b, "}\n"...)
 	}
 	return b
+}
+
+// appendText appends the text that add appends, as appendString would
+// append it, without making a string of it first: digests are plain hex
+// and need no escaping.
+func appendText(b []byte, add func([]byte) []byte) []byte {
+	k := len(b) + 1
+	b = add(append(b, '"'))
+	for _, c := range b[k:] {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return jcs.AppendString(b[:k-1], string(b[k:]))
+		}
+	}
+	return append(b, '"')
 }
 
 // appendString appends s as RFC 8785 writes a string (jcs.AppendString),
