@@ -3,12 +3,15 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,9 +26,9 @@ import (
 )
 
 // TestRunEndTotalsAndConsumed reads known members of a mount and checks
-// that run_end's totals and the last consumed set say exactly that: on a
-// cold cache every block comes from the network, on a remount with the
-// same cache dir from the disk tier.
+// that run_end's totals and the consumed set (as pinfs run show reads it)
+// say exactly that: on a cold cache every block comes from the network,
+// on a remount with the same cache dir from the disk tier.
 func TestRunEndTotalsAndConsumed(t *testing.T) {
 	f := pinFixture(t)
 	cache := filepath.Join(f.work, "cache")
@@ -121,28 +124,50 @@ func TestRunEndTotalsAndConsumed(t *testing.T) {
 				t.Errorf("%s: run_end totals %s = %v, want %d", run.name, k, totals[k], want)
 			}
 		}
-
-		// The consumed set: the members read, and the empty one opened,
-		// sorted by path; mid.bin was opened but not read.
-		var want []map[string]any
-		for _, p := range []string{"README", "empty", "train/big.bin", "val/v.txt"} {
-			n := float64(len(f.data[p]))
-			want = append(want, map[string]any{"path": p, "id": ids[p], "digest": b3.Of(f.data[p]).String(),
-				"size": n, "bytes": n, "full": true})
+		for _, e := range events(t, record, "consumed") {
+			if s, _ := e["set"].(string); s == "" || e["members"] != nil {
+				t.Errorf("%s: a consumed event without a compact set, or with the old members list: %v", run.name, e)
+			}
 		}
-		got, _ := all[len(all)-2]["members"].([]any)
+
+		// The consumed set, as pinfs run show reads it from the record: the
+		// members read and the empty one in full, mid.bin opened but not
+		// read, sorted by path.
+		var rep struct {
+			Consumed struct {
+				MembersOpened int64 `json:"members_opened"`
+				MembersFull   int64 `json:"members_full"`
+				Bytes         int64 `json:"bytes"`
+			} `json:"consumed"`
+			Members []map[string]any `json:"members"`
+		}
+		out := mustPinfs(t, f.env, "run", "show", runID(t, record), "--run-record", record, "--cache-dir", cache, "--members", "--json").stdout
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: pinfs run show --json: %v\n%s", run.name, err, out)
+		}
+		if c := rep.Consumed; c.MembersOpened != int64(len(read)+len(opened)) || c.MembersFull != int64(len(read)+1) || c.Bytes != bytesRead {
+			t.Errorf("%s: consumed %+v, want %d members opened, %d in full, %d bytes", run.name, c, len(read)+len(opened), len(read)+1, bytesRead)
+		}
+		var want []map[string]any
+		for _, p := range []string{"README", "empty", "train/big.bin", "train/mid.bin", "val/v.txt"} {
+			size := float64(len(f.data[p]))
+			n, full := size, true
+			if p == "train/mid.bin" {
+				n, full = 0, false
+			}
+			want = append(want, map[string]any{"path": p, "id": ids[p], "digest": b3.Of(f.data[p]).String(),
+				"version": f.vers[p], "size": size, "bytes": n, "full": full})
+		}
+		got := rep.Members
+		slices.SortFunc(got, func(a, b map[string]any) int { return strings.Compare(fmt.Sprint(a["path"]), fmt.Sprint(b["path"])) })
 		if len(got) != len(want) {
 			t.Fatalf("%s: consumed %v, want %v", run.name, got, want)
 		}
 		for i, w := range want {
-			g, _ := got[i].(map[string]any)
 			for k, v := range w {
-				if g[k] != v {
-					t.Errorf("%s: consumed member %d %s = %v, want %v (%v)", run.name, i, k, g[k], v, g)
+				if got[i][k] != v {
+					t.Errorf("%s: consumed member %d %s = %v, want %v (%v)", run.name, i, k, got[i][k], v, got[i])
 				}
-			}
-			if len(g) != len(w) {
-				t.Errorf("%s: consumed member %d has fields %v, want %v", run.name, i, g, w)
 			}
 		}
 	}
