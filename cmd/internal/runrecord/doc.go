@@ -105,7 +105,8 @@
 //
 // # Concurrency
 //
-// Emit may be called from many goroutines. Lines of one record, and of
+// Emit may be called from many goroutines; a record writes its events one
+// at a time, in the order of their time and seq. Lines of one record, and of
 // several processes writing the same local file or spool, never interleave
 // (a mutex within the process, flock between processes).
 package runrecord

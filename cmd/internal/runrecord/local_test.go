@@ -162,7 +162,7 @@ func TestLocalEventFields(t *testing.T) {
 
 // TestLocalConcurrentEmit has two records on one file (two descriptors,
 // like two processes) and many goroutines emitting long events: every
-// line must come out whole.
+// line must come out whole, and each record's lines in stamp order.
 func TestLocalConcurrentEmit(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "runs.jsonl")
 	var rs []*Record
@@ -197,11 +197,22 @@ func TestLocalConcurrentEmit(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(es), 2+goroutines*each)
 	}
 	seen := map[string]bool{}
+	var lastSeq [2]int64
+	var lastTime [2]time.Time
 	for _, e := range es[2:] {
 		if e.Error != long || seen[e.Path] {
 			t.Fatalf("damaged or repeated event %q", e.Path)
 		}
 		seen[e.Path] = true
+		// Each record's lines are in the order of their stamps, however
+		// its goroutines raced.
+		var g, i int
+		fmt.Sscanf(e.Path, "g%d/%d", &g, &i)
+		if r := g % 2; e.Seq <= lastSeq[r] || e.Time.Before(lastTime[r]) {
+			t.Fatalf("record %d: event seq %d at %v follows seq %d at %v", r, e.Seq, e.Time, lastSeq[r], lastTime[r])
+		} else {
+			lastSeq[r], lastTime[r] = e.Seq, e.Time
+		}
 	}
 	if kinds(es[:2]) != "run_start,resume" {
 		t.Fatalf("first events %s", kinds(es[:2]))

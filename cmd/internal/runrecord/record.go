@@ -69,7 +69,12 @@ type Record struct {
 	sink    sink
 	seq     atomic.Int64
 
-	mu     sync.RWMutex // held for reading by Emit, for writing by Close
+	mu sync.RWMutex // held for reading by Emit, for writing by Close
+	// order is held by Emit from stamping an event to writing it, so that
+	// events reach the file, the store or the spool in the order of their
+	// time and seq (a periodic consumed delta and a failing read's event
+	// can be emitted at the same moment).
+	order  sync.Mutex
 	closed bool
 }
 
@@ -200,6 +205,8 @@ func (r *Record) Emit(ctx context.Context, e Event) error {
 	if r.closed {
 		return fmt.Errorf("runrecord: run %s: emit %s after Close", r.runID, e.Event)
 	}
+	r.order.Lock()
+	defer r.order.Unlock()
 	r.stamp(&e)
 	line, err := e.line()
 	if err != nil {
