@@ -4,22 +4,21 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
 	intoto "github.com/in-toto/attestation/go/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/verify"
 )
 
 func TestExportInTotoIsAValidSLSAStatementOfTheRun(t *testing.T) {
 	tab := testTable(t)
 	run := testRun()
-	r, err := Show(run, tab, at(100), dead, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := Consumed(run, tab)
+	r, s := showAndConsumed(t, run, tab, at(100), dead, true)
 	b, err := ExportInToto(r, s, tab)
 	if err != nil {
 		t.Fatal(err)
@@ -95,4 +94,19 @@ func TestExportInTotoSubjectChangesWithTheReport(t *testing.T) {
 	if strings.Contains(string(b), "finishedOn") || !strings.Contains(string(b), "startedOn") {
 		t.Fatalf("running run: %s", b)
 	}
+}
+
+// showAndConsumed returns run's report (Show) and its consumed set, which
+// the exports take together.
+func showAndConsumed(t *testing.T, run *runrecord.Run, tab *verify.Table, now time.Time, alive runrecord.Liveness, members bool) (*Report, *consumed.Set) {
+	t.Helper()
+	r, err := Show(run, tab, now, alive, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Consumed(run, tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, s
 }

@@ -177,11 +177,7 @@ func TestExportPROVFollowsTheSpec(t *testing.T) {
 	run := testRun()
 	run.Permit = &runrecord.Permit{RunID: "r1", Digest: testDigest, Purpose: "train", Gate: "prod", Generation: 3,
 		Approvals: []string{"key-1", "key-2"}, Time: at(0)}
-	r, err := Show(run, tab, at(100), dead, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := Consumed(run, tab)
+	r, s := showAndConsumed(t, run, tab, at(100), dead, false)
 	b, err := ExportPROV(r, tab, s)
 	if err != nil {
 		t.Fatal(err)
@@ -257,11 +253,7 @@ func TestExportPROVFollowsTheSpec(t *testing.T) {
 func TestExportPROVOfARunStillGoing(t *testing.T) {
 	tab := testTable(t)
 	run := &runrecord.Run{RunID: "odd id/with space", Digest: testDigest, Events: []runrecord.Event{event(runrecord.RunStart, 1, "host one", 1)}}
-	r, err := Show(run, tab, at(2), func(string, int) (bool, bool) { return true, true }, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := Consumed(run, tab)
+	r, s := showAndConsumed(t, run, tab, at(2), func(string, int) (bool, bool) { return true, true }, false)
 	b, err := ExportPROV(r, tab, s)
 	if err != nil {
 		t.Fatal(err)
