@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -163,14 +164,28 @@ func (s *Server) launch() error {
 	// Should the test binary die without running cleanups (go test
 	// -timeout panic, SIGKILL), take the gateway down with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
+	// Pdeathsig fires when the OS thread that forked the child exits, not
+	// the process: a test goroutine that locks its thread and returns
+	// (TestFaults' interrupted pread does) ends its thread, and if that
+	// thread had started the gateway, the gateway was killed mid-test. So
+	// fork from a thread locked to a goroutine that lives as long as the
+	// child.
+	started := make(chan error, 1)
 	done := make(chan struct{})
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(done)
 	}()
+	if err := <-started; err != nil {
+		return err
+	}
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
