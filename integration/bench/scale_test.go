@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 const millionMembers = 1_000_000
@@ -28,7 +29,6 @@ func writeSyntheticSnapshot(t *testing.T, dir string, n int) (verify.Digest, int
 	r := rand.New(rand.NewChaCha8([32]byte{4}))
 	ms := make([]verify.Member, n)
 	trainShards := n / 1000 * 95 / 100
-	var total int64
 	var sum [32]byte
 	for i := range ms {
 		shard, split := i/1000, "train"
@@ -44,35 +44,20 @@ func writeSyntheticSnapshot(t *testing.T, dir string, n int) (verify.Digest, int
 		}
 		d := "blake3:" + hex.EncodeToString(sum[:])
 		ms[i] = verify.Member{ID: p, Path: p, Split: split, Size: 50_000 + r.Int64N(100_000), Digest: d, CAS: d}
-		total += ms[i].Size
-	}
-	table, err := verify.EncodeMembers(ms)
-	if err != nil {
-		t.Fatal(err)
 	}
 	st, err := localstore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	td := verify.SHA256(table)
-	if err := st.Put(ctx, verify.MembersKey(td), table); err != nil {
-		t.Fatal(err)
-	}
-	man := &verify.Manifest{
+	d, total, tableLen, err := verifytest.PutSnapshot(context.Background(), st, ms, verify.Manifest{
 		Sources:     []verify.Source{{ID: "synthetic", URI: "dir:synthetic-1m"}},
 		SplitPolicy: "dir:train,val",
 		Purpose:     "pinfs bench: synthetic member table",
-		Members:     verify.MembersRef{URI: verify.MembersURI(td), Count: int64(n), Bytes: total},
-	}
-	doc, err := verify.Build(man)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Put(ctx, verify.ManifestKey(man.SnapshotID), doc); err != nil {
-		t.Fatal(err)
-	}
-	return man.SnapshotID, total, len(table)
+	return d, total, tableLen
 }
 
 // millionMembers is scenario 4: a manifest of 1,000,000 members.

@@ -14,6 +14,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/runs"
 	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 // emptyBLAKE3 is the BLAKE3 of no bytes, the digest an empty member must have.
@@ -24,7 +25,6 @@ const emptyBLAKE3 = "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a
 func snapshot(t *testing.T, n int) (string, verify.Digest, int64) {
 	t.Helper()
 	ms := make([]verify.Member, n)
-	var total int64
 	for i := range ms {
 		p := fmt.Sprintf("train/sample-%04d.bin", i)
 		size, d := int64(i%7)*45_000, fmt.Sprintf("blake3:%064x", i+1)
@@ -32,35 +32,20 @@ func snapshot(t *testing.T, n int) (string, verify.Digest, int64) {
 			d = emptyBLAKE3
 		}
 		ms[i] = verify.Member{ID: p, Path: p, Split: "train", Size: size, Digest: d, CAS: d}
-		total += ms[i].Size
-	}
-	table, err := verify.EncodeMembers(ms)
-	if err != nil {
-		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	st, err := localstore.New(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	td := verify.SHA256(table)
-	if err := st.Put(ctx, verify.MembersKey(td), table); err != nil {
-		t.Fatal(err)
-	}
-	man := &verify.Manifest{
+	d, total, _, err := verifytest.PutSnapshot(context.Background(), st, ms, verify.Manifest{
 		Sources:     []verify.Source{{ID: "test", URI: "dir:test"}},
 		SplitPolicy: "dir:train",
-		Members:     verify.MembersRef{URI: verify.MembersURI(td), Count: int64(n), Bytes: total},
-	}
-	doc, err := verify.Build(man)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Put(ctx, verify.ManifestKey(man.SnapshotID), doc); err != nil {
-		t.Fatal(err)
-	}
-	return dir, man.SnapshotID, total
+	return dir, d, total
 }
 
 // runbench runs the command with args and decodes what it prints.
