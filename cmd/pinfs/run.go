@@ -198,12 +198,11 @@ func (f recordFlags) report(ctx context.Context, args []string, storeURL string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rep, err := runs.Show(run, t, time.Now(), runrecord.LocalLiveness, members)
+	set, err := runs.Consumed(run, t)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	set, err := runs.Consumed(run, t)
-	return rep, set, t, err
+	return runs.ShowSet(run, t, set, time.Now(), runrecord.LocalLiveness, members), set, t, nil
 }
 
 func printRun(w io.Writer, r *runs.Report) {

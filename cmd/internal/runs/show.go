@@ -84,6 +84,12 @@ func Show(run *runrecord.Run, t *verify.Table, now time.Time, alive runrecord.Li
 	if err != nil {
 		return nil, err
 	}
+	return ShowSet(run, t, s, now, alive, members), nil
+}
+
+// ShowSet is Show for a caller that has the run's consumed set s already
+// (Consumed of the same run and table), as pinfs run export does.
+func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time, alive runrecord.Liveness, members bool) *Report {
 	r := &Report{
 		RunID:     run.RunID,
 		Digest:    run.Digest,
@@ -128,7 +134,7 @@ func Show(run *runrecord.Run, t *verify.Table, now time.Time, alive runrecord.Li
 	if members {
 		r.Members = memberReports(s, t)
 	}
-	return r, nil
+	return r
 }
 
 // memberReports lists the members of s in index order.
