@@ -335,22 +335,38 @@ func (r *Reader) enter() bool {
 // (ErrReadTimeout); a block whose flight it joined and which failed for a
 // reason that may pass is loaded once more within that time.
 func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (int, error) {
+	vs, n, err := r.Slices(ctx, m, off, len(p))
+	k := 0
+	for _, v := range vs {
+		k += copy(p[k:], v)
+	}
+	return n, err
+}
+
+// Slices is ReadAt without the copy: it returns the verified bytes of m
+// in [off, off+n) as sub-slices of cached blocks, in order, and their
+// total length. The slices are shared with the caches and other readers
+// and must never be modified. The EOF convention and the errors are
+// ReadAt's: a total < n comes with io.EOF at the end of the member or with
+// the error that stopped the read (the slices then hold the verified
+// bytes before it).
+func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]byte, int, error) {
 	switch {
 	case off < 0:
-		return 0, fmt.Errorf("blocks: %s: negative offset %d", m.Path, off)
+		return nil, 0, fmt.Errorf("blocks: %s: negative offset %d", m.Path, off)
 	case m.Size < 0:
-		return 0, fmt.Errorf("blocks: %s: negative size %d", m.Path, m.Size)
-	case len(p) == 0:
-		return 0, nil
+		return nil, 0, fmt.Errorf("blocks: %s: negative size %d", m.Path, m.Size)
+	case n <= 0:
+		return nil, 0, nil
 	case off >= m.Size:
-		return 0, io.EOF
+		return nil, 0, io.EOF
 	}
 	if !r.enter() {
-		return 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
+		return nil, 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
 	}
 	defer r.reads.Done()
 	deadline := time.Now().Add(r.cfg.ReadTimeout)
-	end := min(off+int64(len(p)), m.Size)
+	end := min(off+int64(n), m.Size)
 	first, last := off/BlockSize, (end-1)/BlockSize
 	r.readahead(m, first, last)
 	// The later blocks of a read that spans several load in parallel; each
@@ -360,7 +376,8 @@ func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (in
 	for i := first + 1; i <= last; i++ {
 		later = append(later, r.pend(m, i, deadline))
 	}
-	n := 0
+	vs := make([][]byte, 0, last-first+1)
+	got := 0
 	for i := first; i <= last; i++ {
 		var pd pending
 		if i == first {
@@ -370,17 +387,36 @@ func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (in
 		}
 		b, err := r.get(ctx, m, i, pd, deadline)
 		if err != nil {
-			r.st.bytesServed.Add(int64(n))
-			return n, err
+			r.st.bytesServed.Add(int64(got))
+			return vs, got, err
 		}
 		bo := i * BlockSize
-		n += copy(p[n:], b[max(off, bo)-bo:min(end, bo+int64(len(b)))-bo])
+		v := b[max(off, bo)-bo : min(end, bo+int64(len(b)))-bo]
+		vs = append(vs, v)
+		got += len(v)
 	}
-	r.st.bytesServed.Add(int64(n))
-	if n < len(p) {
-		return n, io.EOF
+	r.st.bytesServed.Add(int64(got))
+	if got < n {
+		return vs, got, io.EOF
 	}
-	return n, nil
+	return vs, got, nil
+}
+
+// Warm loads every block of m that the disk tier does not hold, verified,
+// into the caches, calling progress with the bytes of each block as it is
+// done (cached already or loaded). It returns the first error.
+func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) error {
+	chunk := int64(r.cfg.SpanBlocks) * BlockSize
+	for off := int64(0); off < m.Size; off += chunk {
+		n := min(chunk, m.Size-off)
+		if _, _, err := r.Slices(ctx, m, off, int(n)); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if progress != nil {
+			progress(n)
+		}
+	}
+	return nil
 }
 
 // blockRange returns the byte range of block i of m.
