@@ -180,6 +180,20 @@ func (d *Disk) Close() error {
 // Dir returns the tier's directory.
 func (d *Disk) Dir() string { return d.dir }
 
+// Limit returns the tier's budget in bytes (0: the tier is disabled).
+func (d *Disk) Limit() int64 {
+	if !d.enabled() {
+		return 0
+	}
+	return d.limit
+}
+
+// Flush returns once every Put that returned before it has reached the
+// directory (or failed). Put writes synchronously today, so Flush has
+// nothing to wait for; callers that need blocks on disk (pinfs warm) call
+// it so that a write-behind Put stays correct.
+func (d *Disk) Flush() {}
+
 func (d *Disk) enabled() bool { return d != nil && d.limit > 0 }
 
 // path returns the file name of k's block.
