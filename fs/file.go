@@ -14,6 +14,17 @@ import (
 	"github.com/pinfs/pinfs/verify"
 )
 
+// SliceReader is a Reader that can hand out the verified bytes without a copy; Read then replies
+// with fuse.ReadResultVector (writev, no splice attempt, no copy into the reply buffer).
+//
+// Slices returns sub-slices covering [off, off+n) of member i, in order,
+// and their total, with ReadAt's EOF convention and errors. The slices
+// must stay valid and unmodified until the reply is written (the block
+// reader's cached blocks are never written to again).
+type SliceReader interface {
+	Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error)
+}
+
 // file is a member of the snapshot. It holds only its member index; the
 // Snapshot holds the rest.
 type file struct {
@@ -66,9 +77,11 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 }
 
 // Read fills dest from offset off with the request's context, so that an
-// interrupt cancels the Reader. Errors go through Errno. The Reader must
-// fill everything up to the member's size: a short read before the end
-// would make the kernel shrink the file, so it is EIO.
+// interrupt cancels the Reader. A SliceReader's bytes go to the kernel as
+// they are (ReadResultVector); other Readers fill dest. Errors go through
+// Errno. The Reader must produce everything up to the member's size: a
+// short read before the end would make the kernel shrink the file, so it
+// is EIO.
 func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	size := f.t.ms.Size(f.i)
 	if off < 0 {
@@ -77,15 +90,42 @@ func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int
 	if off >= size {
 		return fuse.ReadResultData(nil), 0
 	}
-	p := dest[:min(int64(len(dest)), size-off)]
-	n, err := f.t.r.ReadAt(ctx, f.i, p, off)
-	if n == len(p) && (err == nil || errors.Is(err, io.EOF)) {
-		return fuse.ReadResultData(p), 0
+	want := int(min(int64(len(dest)), size-off))
+	var (
+		res fuse.ReadResult
+		n   int
+		err error
+	)
+	if sr, ok := f.t.r.(SliceReader); ok {
+		var vs [][]byte
+		var got int
+		vs, got, err = sr.Slices(ctx, f.i, off, want)
+		n = vecLen(vs)
+		if n != got && err == nil {
+			err = fmt.Errorf("slices hold %d bytes, the reader says %d", n, got)
+		}
+		res = fuse.ReadResultVector(vs)
+	} else {
+		p := dest[:want]
+		n, err = f.t.r.ReadAt(ctx, f.i, p, off)
+		res = fuse.ReadResultData(p)
+	}
+	if n == want && (err == nil || errors.Is(err, io.EOF)) {
+		return res, 0
 	}
 	if err == nil || errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%d of %d bytes: %w", n, len(p), io.ErrUnexpectedEOF)
+		err = fmt.Errorf("%d of %d bytes: %w", n, want, io.ErrUnexpectedEOF)
 	}
 	return nil, Errno(err, f.t.log, fmt.Sprintf("read %s at %d", f.t.ms.Path(f.i), off))
+}
+
+// vecLen is the total length of vs.
+func vecLen(vs [][]byte) int {
+	n := 0
+	for _, v := range vs {
+		n += len(v)
+	}
+	return n
 }
 
 // Access refuses write access with EROFS and execution with EACCES (files

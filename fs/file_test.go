@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -158,5 +159,109 @@ func TestAccess(t *testing.T) {
 		if e := c.n.Access(context.Background(), c.mask); e != c.want {
 			t.Errorf("%T.Access(%#o) = %v, want %v", c.n, c.mask, e, c.want)
 		}
+	}
+}
+
+// sliceReader is a memReader that is also a SliceReader: it hands out
+// sub-slices of the member's bytes cut every cut bytes, the way the block
+// reader hands out its cached blocks. lie makes it report one byte more
+// than its slices hold.
+type sliceReader struct {
+	*memReader
+	cut int
+	lie bool
+
+	mu    sync.Mutex
+	calls int
+}
+
+var _ SliceReader = (*sliceReader)(nil)
+
+func (r *sliceReader) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
+	r.mu.Lock()
+	r.calls++
+	r.mu.Unlock()
+	if err := r.fail[i]; err != nil {
+		return nil, 0, err
+	}
+	b := r.data[i]
+	if off >= int64(len(b)) {
+		return nil, 0, io.EOF
+	}
+	end := min(off+int64(n), int64(len(b)))
+	var vs [][]byte
+	for p := off; p < end; {
+		q := min((p/int64(r.cut)+1)*int64(r.cut), end)
+		vs = append(vs, b[p:q])
+		p = q
+	}
+	got := int(end - off)
+	if r.lie {
+		got++
+	}
+	if got < n {
+		return vs, got, io.EOF
+	}
+	return vs, got, nil
+}
+
+func (r *sliceReader) callCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// vectored is what go-fuse's ReadResultVector has and ReadResultData has not.
+type vectored interface{ Slices() ([][]byte, fuse.Status) }
+
+func TestReadSlices(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	r := &sliceReader{memReader: &memReader{data: data, fail: map[int]error{}}, cut: 65536}
+	root := build(t, snap, r, testOptions())
+	f := fileOf(t, root, "train/part-000.jsonl")
+	want := data[f.i]
+	size := int64(len(want))
+	for _, c := range []struct {
+		n   int
+		off int64
+	}{{4096, 0}, {131072, 65537}, {1 << 20, 0}, {4096, size - 1}, {7, size - 3}} {
+		res, e := f.Read(context.Background(), nil, make([]byte, c.n), c.off)
+		if e != 0 {
+			t.Fatalf("Read(%d@%d) = %v", c.n, c.off, e)
+		}
+		v, ok := res.(vectored)
+		if !ok {
+			t.Fatalf("Read(%d@%d) of a SliceReader replied with %T, want a vector", c.n, c.off, res)
+		}
+		vs, _ := v.Slices()
+		end := min(c.off+int64(c.n), size)
+		if got := bytes.Join(vs, nil); !bytes.Equal(got, want[c.off:end]) {
+			t.Errorf("Read(%d@%d): %d bytes differ from the member's", c.n, c.off, len(got))
+		}
+		if res.Size() != int(end-c.off) {
+			t.Errorf("Read(%d@%d): reply size %d, want %d", c.n, c.off, res.Size(), end-c.off)
+		}
+	}
+	if r.callCount() == 0 {
+		t.Error("Slices never called")
+	}
+
+	// Plain Readers still reply with the data they filled in.
+	plain := build(t, snap, &memReader{data: data}, testOptions())
+	res, e := fileOf(t, plain, "train/part-000.jsonl").Read(context.Background(), nil, make([]byte, 4096), 0)
+	if _, ok := res.(vectored); e != 0 || ok {
+		t.Errorf("Read of a plain Reader = %T, %v, want data", res, e)
+	}
+
+	// Errors map as for ReadAt; a reader whose total is not what its
+	// slices hold is EIO, never a reply of the wrong size.
+	r.fail[f.i] = fmt.Errorf("get: %w", store.ErrAccessDenied)
+	if _, e := f.Read(context.Background(), nil, make([]byte, 4096), 0); e != syscall.EACCES {
+		t.Errorf("failing SliceReader: Read = %v, want EACCES", e)
+	}
+	delete(r.fail, f.i)
+	r.lie = true
+	if _, e := f.Read(context.Background(), nil, make([]byte, 4096), 0); e != syscall.EIO {
+		t.Errorf("lying SliceReader: Read = %v, want EIO", e)
 	}
 }

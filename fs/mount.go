@@ -61,8 +61,14 @@ func Mount(dir string, root gofs.InodeEmbedder, o MountOptions) (*fuse.Server, e
 			MaxWrite:             maxRead, // go-fuse sets max_read to MaxWrite
 			MaxBackground:        maxBackground,
 			IgnoreSecurityLabels: true,
-			Debug:                o.Debug,
-			Logger:               slog.NewLogLogger(log.Handler(), slog.LevelInfo),
+			// pinfs replies with bytes in memory, never a file
+			// descriptor, so splice cannot apply: without this go-fuse
+			// still tries it for every plain data reply (a pipe per
+			// reply, and a "trySplice" log line per 1 MiB reply, which
+			// does not fit the 1 MiB pipe with its header).
+			DisableSplice: true,
+			Debug:         o.Debug,
+			Logger:        slog.NewLogLogger(log.Handler(), slog.LevelInfo),
 		},
 		EntryTimeout:    durationPtr(entry),
 		AttrTimeout:     durationPtr(attr),

@@ -411,3 +411,42 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestMountedReadNoSplice reads an 8 MiB member in 1 MiB requests through
+// a SliceReader and a plain Reader: neither makes go-fuse try to splice
+// (it used to log "trySplice: ... max pipe size" for every 1 MiB reply),
+// and the SliceReader's bytes are what the kernel gets.
+func TestMountedReadNoSplice(t *testing.T) {
+	snap, data := snapshot(t, []spec{{path: "big.bin", size: 8 << 20}, {path: "odd.bin", size: 3<<20 + 12345}})
+	sr := &sliceReader{memReader: &memReader{data: data}, cut: 65536}
+	for _, c := range []struct {
+		name string
+		r    Reader
+	}{{"slices", sr}, {"plain", &memReader{data: data}}} {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOptions()
+			var logs lockedBuffer
+			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			dir, unmount := mount(t, NewRoot(snap, c.r, o), MountOptions{})
+			for i, m := range snap.Members() {
+				f, err := os.Open(filepath.Join(dir, m.Path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got bytes.Buffer
+				_, err = io.CopyBuffer(&got, f, make([]byte, 1<<20))
+				f.Close()
+				if err != nil || !bytes.Equal(got.Bytes(), data[i]) {
+					t.Errorf("%s: %d bytes, err %v; want the member's %d bytes", m.Path, got.Len(), err, len(data[i]))
+				}
+			}
+			unmount()
+			if strings.Contains(logs.String(), "trySplice") || strings.Contains(logs.String(), "splice:") {
+				t.Errorf("the mount tried to splice replies:\n%s", logs.String())
+			}
+		})
+	}
+	if sr.callCount() == 0 {
+		t.Error("the mount never asked the SliceReader for slices")
+	}
+}
