@@ -286,8 +286,9 @@ type files struct {
 }
 
 var (
-	_ fs.Reader = (*files)(nil)
-	_ fs.Opener = (*files)(nil)
+	_ fs.Reader      = (*files)(nil)
+	_ fs.SliceReader = (*files)(nil)
+	_ fs.Opener      = (*files)(nil)
 )
 
 func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
@@ -297,6 +298,25 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 		return 0, err
 	}
 	n, err := f.blocks.ReadAt(ctx, &m, p, off)
+	return n, f.done(start, i, off, n, err)
+}
+
+// Slices is ReadAt without the copy: the mount replies with the block
+// reader's verified cached blocks as they are.
+func (f *files) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
+	start := time.Now()
+	m, err := blockMember(f.members, i)
+	if err != nil {
+		return nil, 0, err
+	}
+	vs, got, err := f.blocks.Slices(ctx, &m, off, n)
+	return vs, got, f.done(start, i, off, got, err)
+}
+
+// done records a read of n bytes of member i at off that ended with err,
+// for the consumed set and the metrics, and returns err with io.EOF
+// dropped (the fs checks the count).
+func (f *files) done(start time.Time, i int, off int64, n int, err error) error {
 	if n > 0 {
 		f.tracker.Read(i, off, int64(n))
 	}
@@ -304,7 +324,7 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 		err = nil
 	}
 	f.metrics.ObserveRead(time.Since(start), n, err)
-	return n, err
+	return err
 }
 
 func (f *files) Opened(i int) { f.tracker.Opened(i) }
