@@ -1,0 +1,55 @@
+package warm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/verify"
+)
+
+// Cache is a snapshot opened over a cache dir laid out as pinfs mount lays
+// it out: verified manifests, member tables and outboards under
+// <dir>/meta, disk-tier blocks under <dir>/blocks. What Warm puts there is
+// what a later mount on the same dir reads without the store.
+type Cache struct {
+	Snapshot *verify.Snapshot
+	Disk     *cache.Disk
+	Reader   *blocks.Reader
+}
+
+// Open loads and verifies snapshot d through the metadata cache in dir,
+// opens the disk tier with a budget of diskBytes and a block reader over
+// st that fills it. It has no memory tier: warm only fills the disk.
+// The caller must Close the Cache.
+func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, diskBytes int64, log *slog.Logger) (*Cache, error) {
+	meta := metacache.New(filepath.Join(dir, "meta"), st, metacache.WithLogger(log))
+	snap, err := verify.Load(ctx, meta, d)
+	if err != nil {
+		return nil, err
+	}
+	disk, err := cache.OpenDisk(filepath.Join(dir, "blocks"), diskBytes, cache.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("disk cache: %w", err)
+	}
+	r, err := blocks.New(blocks.Config{Objects: st, Outboards: meta, Disk: disk})
+	if err != nil {
+		disk.Close()
+		return nil, err
+	}
+	return &Cache{Snapshot: snap, Disk: disk, Reader: r}, nil
+}
+
+// Close ends the block reader's fetches and closes the disk tier.
+func (c *Cache) Close() error {
+	err := c.Reader.Close()
+	if derr := c.Disk.Close(); err == nil {
+		err = derr
+	}
+	return err
+}
