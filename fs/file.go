@@ -65,7 +65,12 @@ func (f *file) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut
 
 // Open refuses any write access mode and O_TRUNC with EROFS. Otherwise it
 // tells the Reader (when it is an Opener) and returns FOPEN_KEEP_CACHE:
-// the content never changes, so the page cache outlives the open file.
+// the content never changes, so the page cache outlives the open file;
+// and FOPEN_NOFLUSH: there is nothing to flush, so close(2) does not wait
+// for a FLUSH round trip (a cold small file costs LOOKUP, OPEN, READ and
+// an asynchronous RELEASE). OPEN itself stays: it is how the run record
+// learns of a member opened and never read (an empty one, say), which
+// no_open would hide.
 func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
@@ -73,7 +78,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 	if o, ok := f.t.r.(Opener); ok {
 		o.Opened(f.i)
 	}
-	return nil, fuse.FOPEN_KEEP_CACHE, 0
+	return nil, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
 // Read fills dest from offset off with the request's context, so that an

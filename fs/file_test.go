@@ -50,8 +50,8 @@ func TestOpen(t *testing.T) {
 		if e != c.want || fh != nil {
 			t.Errorf("Open(%#o) = %v, %v, want %v", c.flags, fh, e, c.want)
 		}
-		if e == 0 && flags&fuse.FOPEN_KEEP_CACHE == 0 {
-			t.Errorf("Open(%#o) flags %#x lack FOPEN_KEEP_CACHE", c.flags, flags)
+		if want := uint32(fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH); e == 0 && flags&want != want {
+			t.Errorf("Open(%#o) flags %#x lack FOPEN_KEEP_CACHE or FOPEN_NOFLUSH", c.flags, flags)
 		}
 	}
 	if n := r.openCount(f.i); n != 2 {
@@ -212,7 +212,9 @@ func (r *sliceReader) callCount() int {
 }
 
 // vectored is what go-fuse's ReadResultVector has and ReadResultData has not.
-type vectored interface{ Slices() ([][]byte, fuse.Status) }
+type vectored interface {
+	Slices() ([][]byte, fuse.Status)
+}
 
 func TestReadSlices(t *testing.T) {
 	snap, data := snapshot(t, fixture)

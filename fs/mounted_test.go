@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -448,5 +449,37 @@ func TestMountedReadNoSplice(t *testing.T) {
 	}
 	if sr.callCount() == 0 {
 		t.Error("the mount never asked the SliceReader for slices")
+	}
+}
+
+// TestMountedRoundTrips reads a small file cold, as a data loader does,
+// and checks the requests the kernel sent for it in the debug log: no
+// FLUSH on close (FOPEN_NOFLUSH), and still one OPEN, which the Reader
+// hears of (Opened).
+func TestMountedRoundTrips(t *testing.T) {
+	snap, data := snapshot(t, []spec{{path: "d/a.bin", size: 256 << 10}})
+	r := &memReader{data: data}
+	o := testOptions()
+	var logs lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	dir, unmount := mount(t, NewRoot(snap, r, o), MountOptions{Debug: true})
+	got, err := os.ReadFile(filepath.Join(dir, "d/a.bin"))
+	if err != nil || !bytes.Equal(got, data[0]) {
+		t.Fatalf("read: %d bytes, %v", len(got), err)
+	}
+	unmount()
+	// The requests from the file's lookup on (go-fuse's own at mount time
+	// come before it).
+	log := logs.String()
+	k := strings.Index(log, "a.bin")
+	if k < 0 {
+		t.Fatalf("no lookup of a.bin in the debug log:\n%s", log)
+	}
+	ops := map[string]int{}
+	for _, m := range regexp.MustCompile(`rx \d+: ([A-Z]+) `).FindAllStringSubmatch(log[k:], -1) {
+		ops[m[1]]++
+	}
+	if ops["FLUSH"] != 0 || ops["OPEN"] != 1 || ops["READ"] == 0 || r.openCount(0) != 1 {
+		t.Errorf("requests for one cold read: %v, Opened %d times; want no FLUSH, one OPEN, Opened once", ops, r.openCount(0))
 	}
 }
