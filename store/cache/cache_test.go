@@ -83,6 +83,64 @@ func TestMemBudget(t *testing.T) {
 	}
 }
 
+// The front admits every block at once, before ristretto's buffer and
+// policy have taken it, keeps the latest within its budget, and works
+// alone when ristretto has no budget.
+func TestMemFront(t *testing.T) {
+	m, err := NewMem(1<<20, WithFront(3<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.FrontLimit() != 3<<20 {
+		t.Fatalf("FrontLimit %d", m.FrontLimit())
+	}
+	for i := range 5 {
+		k := key(i, 0)
+		m.Put(k, block(k, 1<<20))
+		// No Wait: visible at once, whatever ristretto does with it.
+		if b, ok := m.Get(k); !ok || !bytes.Equal(b, block(k, 1<<20)) {
+			t.Fatalf("block %d not found right after Put", i)
+		}
+		if !m.Has(k) {
+			t.Fatalf("Has(%d) false right after Put", i)
+		}
+	}
+	if st := m.Stats(); st.FrontBytes != 3<<20 {
+		t.Fatalf("front holds %d bytes, want its budget %d", st.FrontBytes, 3<<20)
+	}
+	hits := m.Stats().Hits
+	m.Has(key(4, 0))
+	m.Has(key(99, 0))
+	if st := m.Stats(); st.Hits != hits || st.Misses != 0 {
+		t.Fatalf("Has counted: %+v", st)
+	}
+
+	front, err := NewMem(0, WithFront(2<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		k := key(i, 0)
+		front.Put(k, block(k, 1<<20))
+	}
+	if _, ok := front.Get(key(0, 0)); ok {
+		t.Fatal("front-only tier kept a block beyond its budget")
+	}
+	if _, ok := front.Get(key(2, 0)); !ok {
+		t.Fatal("front-only tier lost the latest block")
+	}
+	front.Wait() // no ristretto: returns at once
+	front.Close()
+	if _, ok := front.Get(key(2, 0)); ok {
+		t.Fatal("hit after Close")
+	}
+	front.Put(key(3, 0), block(key(3, 0), 10))
+	if front.Has(key(3, 0)) {
+		t.Fatal("Put after Close kept the block")
+	}
+}
+
 // files lists the regular files under dir, relative to it.
 func files(t testing.TB, dir string) []string {
 	t.Helper()

@@ -5,18 +5,25 @@ import (
 	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
+	"github.com/pinfs/pinfs/store/lru"
 )
 
 // Mem is the memory tier: verified blocks in a ristretto cache whose cost
-// is the sum of the blocks' lengths. It is safe for concurrent use.
+// is the sum of the blocks' lengths, behind an optional front (WithFront):
+// a small LRU of the latest blocks put, which admits every block at once.
+// It is safe for concurrent use.
 //
-// Put is asynchronous, as ristretto admits items through a buffer and an
-// admission policy: a block may become visible to Get a moment after Put
-// returns, or not at all. Wait blocks until every earlier Put has been
-// applied. The slices handed to Put and returned by Get are shared by every
-// caller and must never be modified.
+// ristretto admits items through a buffer and an admission policy: a block
+// may become visible in it a moment after Put returns, or not at all. The
+// front hides that: a block just put is found by Get at once and stays
+// until the front's budget pushes it out, so that a block read ahead is
+// still there when its reader arrives. Wait blocks until ristretto has
+// applied every earlier Put. The slices handed to Put and returned by Get
+// are shared by every caller and must never be modified.
 type Mem struct {
-	c      *ristretto.Cache[string, memEntry]
+	c      *ristretto.Cache[string, memEntry] // nil: front only
+	front  *lru.Cache[Key, []byte]            // nil: no front
+	closed atomic.Bool
 	hits   atomic.Int64
 	misses atomic.Int64
 }
@@ -32,15 +39,39 @@ type memEntry struct {
 // MemStats counts the memory tier's activity.
 type MemStats struct {
 	Hits, Misses int64
-	Bytes        int64 // bytes held now
+	Bytes        int64 // bytes held now by ristretto
+	FrontBytes   int64 // bytes held now by the front (blocks also in ristretto count in both)
 	Evictions    int64 // blocks evicted to stay within the budget
 	Rejected     int64 // Puts the admission policy or a full buffer turned away
 }
 
-// NewMem returns a memory tier that holds at most maxBytes of blocks.
-func NewMem(maxBytes int64) (*Mem, error) {
+// MemOption configures NewMem.
+type MemOption func(*Mem)
+
+// WithFront puts an always-admitting LRU of at most bytes in front of the
+// ristretto cache; its budget comes on top of NewMem's maxBytes. bytes <= 0
+// means no front.
+func WithFront(bytes int64) MemOption {
+	return func(m *Mem) {
+		if bytes > 0 {
+			m.front = lru.New[Key](bytes, func(b []byte) int64 { return int64(len(b)) })
+		}
+	}
+}
+
+// NewMem returns a memory tier that holds at most maxBytes of blocks in
+// ristretto, plus the front, if any. maxBytes <= 0 leaves the front alone
+// (an error without one).
+func NewMem(maxBytes int64, opts ...MemOption) (*Mem, error) {
+	m := &Mem{}
+	for _, o := range opts {
+		o(m)
+	}
 	if maxBytes <= 0 {
-		return nil, fmt.Errorf("cache: memory tier budget %d: must be positive", maxBytes)
+		if m.front == nil {
+			return nil, fmt.Errorf("cache: memory tier budget %d: must be positive", maxBytes)
+		}
+		return m, nil
 	}
 	// ristretto wants about ten counters per item it may hold; assume
 	// items are 64 KiB on average (small members make small blocks).
@@ -55,41 +86,105 @@ func NewMem(maxBytes int64) (*Mem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: memory tier: %w", err)
 	}
-	return &Mem{c: c}, nil
+	m.c = c
+	return m, nil
 }
 
 // Get returns the block stored under k.
 func (m *Mem) Get(k Key) ([]byte, bool) {
-	e, ok := m.c.Get(k.bytes())
-	if !ok || e.key != k {
-		m.misses.Add(1)
+	if b, ok := m.get(k, true); ok {
+		m.hits.Add(1)
+		return b, true
+	}
+	m.misses.Add(1)
+	return nil, false
+}
+
+// Has reports whether the tier holds k's block, without counting a hit or
+// a miss or refreshing the block in the front.
+func (m *Mem) Has(k Key) bool {
+	_, ok := m.get(k, false)
+	return ok
+}
+
+func (m *Mem) get(k Key, use bool) ([]byte, bool) {
+	if m.closed.Load() {
 		return nil, false
 	}
-	m.hits.Add(1)
+	if m.front != nil {
+		if use {
+			if b, ok := m.front.Get(k); ok {
+				return b, true
+			}
+		} else if m.front.Has(k) {
+			return nil, true
+		}
+	}
+	if m.c == nil {
+		return nil, false
+	}
+	e, ok := m.c.Get(k.bytes())
+	if !ok || e.key != k {
+		return nil, false
+	}
 	return e.data, true
 }
 
-// Put offers the verified block b under k. The cache keeps b itself, not a
+// Put offers the verified block b under k: the front (if any) takes it at
+// once, ristretto when its policy admits it. The tier keeps b itself, not a
 // copy.
 func (m *Mem) Put(k Key, b []byte) {
-	m.c.Set(k.bytes(), memEntry{key: k, data: b}, int64(len(b)))
+	if m.closed.Load() {
+		return
+	}
+	if m.front != nil {
+		m.front.Put(k, b)
+	}
+	if m.c != nil {
+		m.c.Set(k.bytes(), memEntry{key: k, data: b}, int64(len(b)))
+	}
 }
 
 // Wait blocks until every Put that returned before it has been applied.
-func (m *Mem) Wait() { m.c.Wait() }
+func (m *Mem) Wait() {
+	if m.c != nil && !m.closed.Load() {
+		m.c.Wait()
+	}
+}
+
+// FrontLimit returns the front's budget in bytes (0: no front).
+func (m *Mem) FrontLimit() int64 {
+	if m.front == nil {
+		return 0
+	}
+	return m.front.Max()
+}
 
 // Close stops the cache's goroutines and drops its blocks. Get and Put after
 // Close are misses and no-ops.
-func (m *Mem) Close() { m.c.Close() }
+func (m *Mem) Close() {
+	if m.closed.Swap(true) {
+		return
+	}
+	if m.front != nil {
+		m.front.Clear()
+	}
+	if m.c != nil {
+		m.c.Close()
+	}
+}
 
 // Stats returns the tier's counters.
 func (m *Mem) Stats() MemStats {
-	mt := m.c.Metrics
-	return MemStats{
-		Hits:      m.hits.Load(),
-		Misses:    m.misses.Load(),
-		Bytes:     int64(mt.CostAdded()) - int64(mt.CostEvicted()),
-		Evictions: int64(mt.KeysEvicted()),
-		Rejected:  int64(mt.SetsRejected() + mt.SetsDropped()),
+	s := MemStats{Hits: m.hits.Load(), Misses: m.misses.Load()}
+	if m.front != nil {
+		s.FrontBytes = m.front.Bytes()
 	}
+	if m.c != nil {
+		mt := m.c.Metrics
+		s.Bytes = int64(mt.CostAdded()) - int64(mt.CostEvicted())
+		s.Evictions = int64(mt.KeysEvicted())
+		s.Rejected = int64(mt.SetsRejected() + mt.SetsDropped())
+	}
+	return s
 }
