@@ -18,7 +18,6 @@ import (
 	"io"
 	"strings"
 
-	"lukechampine.com/blake3"
 	"lukechampine.com/blake3/bao"
 )
 
@@ -58,7 +57,10 @@ func Parse(s string) (Sum, error) {
 }
 
 // Of returns the BLAKE3 digest of b.
-func Of(b []byte) Sum { return blake3.Sum256(b) }
+func Of(b []byte) Sum {
+	var buf [simdBytes]byte
+	return rootSum(node(b, 0, &buf))
+}
 
 // OutboardSize returns the size of the Bao outboard for size bytes of data.
 func OutboardSize(size int64) int { return bao.EncodedSize(int(size), GroupLog, true) }
@@ -91,7 +93,7 @@ func Verify(d Sum, outboard []byte, size, off int64, data []byte) error {
 	switch {
 	case off < 0 || off%GroupSize != 0:
 		return fmt.Errorf("verify: offset %d is not aligned to %d", off, GroupSize)
-	case end > size:
+	case off > size-int64(len(data)): // not end > size: end may overflow
 		return fmt.Errorf("verify: range %d+%d beyond size %d", off, len(data), size)
 	case end != size && end%GroupSize != 0:
 		return fmt.Errorf("verify: range end %d is not aligned to %d", end, GroupSize)
@@ -102,7 +104,7 @@ func Verify(d Sum, outboard []byte, size, off int64, data []byte) error {
 		return nil
 	case len(data) == 0:
 		return nil
-	case len(outboard) < 8 || int64(binary.LittleEndian.Uint64(outboard)) != size:
+	case len(outboard) != OutboardSize(size) || int64(binary.LittleEndian.Uint64(outboard)) != size:
 		return fmt.Errorf("verify: outboard does not describe %d bytes: %w", size, ErrMismatch)
 	}
 	if !bao.VerifyChunk(data, outboard, GroupLog, uint64(off), d) {
