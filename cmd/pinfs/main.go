@@ -52,7 +52,7 @@ type command struct {
 	subs []*command
 }
 
-var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd}
+var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

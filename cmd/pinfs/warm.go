@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -96,11 +95,4 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			return err
 		}
 	},
-}
-
-// init lists warm after mount in the command list (main.go's list is
-// another file's).
-func init() {
-	i := slices.Index(commands, mountCmd)
-	commands = slices.Insert(commands, i+1, warmCmd)
 }

@@ -1,5 +1,5 @@
 // Package progress draws a one-line progress bar for long commands such
-// as pinfs run replay: redrawn in place on a terminal, a line every ten
+// as pinfs run replay and pinfs warm: redrawn in place on a terminal, a line every ten
 // percent otherwise (a CI log, a pipe), nothing when quiet.
 package progress
 
@@ -86,11 +86,23 @@ func (b *Bar) draw(final bool) {
 	b.lastDraw, b.lastPercent = now, percent
 	const width = 30
 	fill := strings.Repeat("#", percent*width/100) + strings.Repeat(".", width-percent*width/100)
-	rate := float64(b.doneBytes) / max(now.Sub(b.start).Seconds(), 1e-3) / 1e6
-	line := fmt.Sprintf("%s [%s] %3d%%  %d/%d members  %d/%d bytes  %.1f MB/s", b.label, fill, percent, b.done, b.items, b.doneBytes, b.bytes, rate)
+	rate := float64(b.doneBytes) / max(now.Sub(b.start).Seconds(), 1e-3) // bytes per second
+	line := fmt.Sprintf("%s [%s] %3d%%  %d/%d members  %d/%d bytes  %.1f MB/s", b.label, fill, percent, b.done, b.items, b.doneBytes, b.bytes, rate/1e6)
+	if eta, ok := eta(b.bytes-b.doneBytes, rate); ok {
+		line += "  ETA " + eta.String()
+	}
 	if b.tty {
 		fmt.Fprintf(b.w, "\r%s", line)
 		return
 	}
 	fmt.Fprintln(b.w, line)
+}
+
+// eta returns the time left for left bytes at rate bytes per second,
+// rounded to the second; false when nothing is left or nothing moved yet.
+func eta(left int64, rate float64) (time.Duration, bool) {
+	if left <= 0 || rate <= 0 {
+		return 0, false
+	}
+	return time.Duration(float64(left) / rate * float64(time.Second)).Round(time.Second), true
 }

@@ -37,3 +37,30 @@ func TestNotATerminal(t *testing.T) {
 		t.Errorf("quiet bar printed %q", quiet.String())
 	}
 }
+
+// TestETA checks the time left: bytes left over the rate, rounded, and
+// none when nothing is left or nothing has moved.
+func TestETA(t *testing.T) {
+	for _, c := range []struct {
+		left int64
+		rate float64
+		want string
+		ok   bool
+	}{
+		{100e6, 10e6, "10s", true},
+		{1, 10e6, "0s", true},
+		{0, 10e6, "", false},
+		{100, 0, "", false},
+	} {
+		got, ok := eta(c.left, c.rate)
+		if ok != c.ok || ok && got.String() != c.want {
+			t.Errorf("eta(%d, %g) = %v, %v; want %s, %v", c.left, c.rate, got, ok, c.want, c.ok)
+		}
+	}
+	var buf bytes.Buffer
+	b := New(&buf, "warm", 2, 2000, false)
+	b.Update(1, 1000)
+	if !strings.Contains(buf.String(), "ETA ") {
+		t.Errorf("a bar half done shows no ETA: %q", buf.String())
+	}
+}
