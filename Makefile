@@ -4,7 +4,7 @@ GO                := go
 VERSITYGW_VERSION := v1.8.0
 BIN               := $(CURDIR)/bin
 
-.PHONY: build tools test fuzz-smoke fuzz demo bench clean distclean
+.PHONY: build tools test fuzz-smoke fuzz demo bench bench-deps clean distclean
 
 build:
 	$(GO) build -o bin/pinfs ./cmd/pinfs
@@ -59,16 +59,31 @@ endef
 demo: build
 	demo/demo.sh
 
+# BENCH_DEBS are the Debian packages make bench runs: the s3fs and b3sum
+# baselines, fio for random reads, fuse3 (fusermount) and dd (coreutils).
+BENCH_DEBS := s3fs b3sum fio fuse3 coreutils
+
+# bench-deps installs the missing BENCH_DEBS with apt-get (root only).
+bench-deps:
+	@missing=""; for p in $(BENCH_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "bench-deps: $(BENCH_DEBS) installed"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "bench-deps: missing$$missing; run as root: apt-get install -y$$missing" >&2; exit 1; \
+	else apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q$$missing; fi
+
 # bench runs the end-to-end benchmark (integration/bench): versitygw, the
-# raw baselines and pinfs in one run; prints the table of ratios against
-# the targets and writes it to bench/results.md. Needs root, /dev/fuse and
-# fio (perf for the profile section is optional). Then the Go benchmarks
-# of the hot spots (block verification, the read path and its caches, the
-# metrics, the million-member index and tree, the consumed set and run
-# show at a million members) go to bench/go-bench.txt.
-# About 4 minutes here.
+# baselines (raw aws-sdk-go-v2, s3fs, b3sum, the page cache) and pinfs
+# in one run; prints every row of issue 10 side by side with a verdict
+# per target (targets fixed in integration/bench/targets_test.go) and
+# writes it to bench/results.md. Needs root (mounts, drop_caches) and
+# /dev/fuse; as root it first installs what is missing (bench-deps); a
+# baseline that cannot run says why in its cell. perf, for the profile
+# section, is optional. Then the Go benchmarks of the hot spots (block
+# verification, the read path and its caches, the metrics, the
+# million-member index and tree, the consumed set and run show at a
+# million members) go to bench/go-bench.txt.
+# About 6 minutes here.
 bench: export VERSITYGW := $(BIN)/versitygw
-bench: tools
+bench: tools $(if $(filter 0,$(shell id -u)),bench-deps)
 	PINFS_BENCH=1 $(GO) test -run TestBench -v -count=1 -timeout 40m ./integration/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./verify/b3 ./store/blocks ./cmd/internal/metrics | tee bench/go-bench.txt
 	$(GO) test -run '^$$' -bench '1M|BuildTree' -benchtime 3x ./verify ./fs ./cmd/internal/mount ./cmd/internal/consumed ./cmd/internal/runs | tee -a bench/go-bench.txt
