@@ -1,5 +1,7 @@
 package verify
 
+import "io"
+
 // SetMinChunk sets the smallest chunk ParseTable parses on its own, so
 // that tests can split small tables, and returns a function that restores it.
 func SetMinChunk(n int) (restore func()) {
@@ -7,3 +9,6 @@ func SetMinChunk(n int) (restore func()) {
 	minChunk = n
 	return func() { minChunk = old }
 }
+
+// ParseTableFrom is ParseTable for a table read from r, in chunks.
+func ParseTableFrom(r io.Reader) (*Table, error) { return parseTableFrom(r, io.Discard, 0) }

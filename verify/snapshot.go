@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -38,6 +39,13 @@ func checkTable(m *Manifest, table []byte) (*Checked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
 	}
+	return checkParsed(m, t)
+}
+
+// checkParsed checks the parsed table t of the manifest m: its count and
+// total size, then every member.
+func checkParsed(m *Manifest, t *Table) (*Checked, error) {
+	d := m.SnapshotID
 	if int64(t.Len()) != m.Members.Count {
 		return nil, fmt.Errorf("member table of %s: %d members, manifest says %d: %w", d, t.Len(), m.Members.Count, ErrInvalid)
 	}
@@ -93,50 +101,63 @@ type Getter interface {
 }
 
 // Fetch reads the manifest with digest d and its member table from g and
-// checks them.
+// checks them. When g is also an Opener, the table is streamed
+// (CheckReader) rather than read whole.
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
-	c, _, err := fetch(ctx, g, d)
-	return c, err
-}
-
-// fetch is Fetch, and also returns the size of the member table.
-func fetch(ctx context.Context, g Getter, d Digest) (*Checked, int, error) {
 	mb, err := g.Get(ctx, ManifestKey(d))
 	if err != nil {
-		return nil, 0, fmt.Errorf("manifest %s: %w", d, err)
+		return nil, fmt.Errorf("manifest %s: %w", d, err)
 	}
 	m, err := ParseManifest(d, mb)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
+	if o, ok := g.(Opener); ok {
+		c, err := openTable(ctx, o, m)
+		var mismatch *tableDigestError
+		if !errors.As(err, &mismatch) {
+			return c, err
+		}
+		// A copy that does not match its key (a corrupt local copy in a
+		// cache): Get checks the copy it returns, and falls back to the
+		// store.
+	}
+	c, n, err := getTable(ctx, g, m)
+	if err == nil && n >= bigTable {
+		// The bytes of a large table are garbage now, but the runtime
+		// would keep them resident for a long time.
+		debug.FreeOSMemory()
+	}
+	return c, err
+}
+
+// getTable reads the member table of m from g whole and checks it; it
+// also returns the table's size.
+func getTable(ctx context.Context, g Getter, m *Manifest) (*Checked, int, error) {
 	td, _ := m.Members.Digest()
 	tb, err := g.Get(ctx, MembersKey(td))
 	if err != nil {
-		return nil, 0, fmt.Errorf("member table %s of %s: %w", td, d, err)
+		return nil, 0, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
 	}
 	c, err := checkTable(m, tb)
 	return c, len(tb), err
 }
 
-// bigTable is the size of a member table from which Load returns the
-// table's memory to the operating system once it is parsed.
+// bigTable is the size of a member table read whole from which Fetch
+// returns the table's memory to the operating system once it is parsed.
 const bigTable = 32 << 20
 
 // Load is Fetch followed by Snapshot: the only way for a mount to obtain
 // a snapshot from a store.
 //
-// The bytes of the member table are garbage once it is parsed, but the
-// Go runtime keeps freed memory resident for a long time: a mount of a
-// 1M-member table (~300 MB) would keep that much RSS for nothing. For a
-// table of 32 MiB or more, Load returns it to the operating system at once
-// (debug.FreeOSMemory: one garbage collection of what Load leaves).
+// A mount holds the snapshot for its whole life, so what it costs to
+// load is RSS: a Getter that is also an Opener (the metadata cache, the
+// stores) streams the table, which keeps a few MiB of its bytes at a time
+// instead of all of them (~280 MB for 1M members).
 func Load(ctx context.Context, g Getter, d Digest) (*Snapshot, error) {
-	c, n, err := fetch(ctx, g, d)
+	c, err := Fetch(ctx, g, d)
 	if err != nil {
 		return nil, err
-	}
-	if n >= bigTable {
-		debug.FreeOSMemory()
 	}
 	return c.Snapshot()
 }

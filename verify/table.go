@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"sync"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -168,7 +169,7 @@ func (t *Table) Members() []Member {
 // NewTable returns the Table of ms, in the same order. It does not check
 // ms: CheckMembers does, and EncodeMembers refuses what cannot be encoded.
 func NewTable(ms []Member) *Table {
-	b := newBuilder(make([]rec, len(ms)), 0, maxStrs)
+	b := newBuilder(make([]rec, len(ms)), 0, newInterner())
 	var f fields
 	for i := range ms {
 		m := &ms[i]
@@ -182,7 +183,7 @@ func NewTable(ms []Member) *Table {
 		}
 		b.add(&f)
 	}
-	t := &Table{recs: b.recs, arenas: []string{string(b.arena)}, strs: b.strs, sorted: true, idsArePaths: b.idsArePaths}
+	t := &Table{recs: b.recs, arenas: []string{string(b.arena)}, strs: b.strs.strs, sorted: true, idsArePaths: b.idsArePaths}
 	for i := 1; i < len(ms); i++ {
 		if ms[i-1].Path > ms[i].Path {
 			t.sorted = false
@@ -336,31 +337,59 @@ type builder struct {
 	n           int
 	arena       []byte
 	chunk       uint64
-	strs        []string
-	index       map[string]uint16
-	maxStrs     int
+	strs        *interner
+	local       map[string]uint16 // strs indexes already looked up
 	idsArePaths bool
 }
 
-func newBuilder(recs []rec, chunk, maxStrs int) *builder {
-	return &builder{recs: recs, chunk: uint64(chunk), strs: []string{""}, index: map[string]uint16{}, maxStrs: maxStrs, idsArePaths: true}
+func newBuilder(recs []rec, chunk int, strs *interner) *builder {
+	return &builder{recs: recs, chunk: uint64(chunk), strs: strs, local: map[string]uint16{}, idsArePaths: true}
 }
 
-// intern returns the index of s in b.strs, adding it when there is room.
+// intern returns the index of s in the interned strings, adding it when
+// there is room. Builders that parse chunks of one table in parallel
+// share the interner; each keeps the indexes it has seen, so that the
+// interner's lock is taken once per distinct string and builder.
 func (b *builder) intern(s []byte) (uint16, bool) {
 	if len(s) == 0 {
 		return 0, true
 	}
-	if k, ok := b.index[string(s)]; ok {
+	if k, ok := b.local[string(s)]; ok {
 		return k, true
 	}
-	if len(b.strs) > b.maxStrs {
+	k, ok := b.strs.intern(s)
+	if ok {
+		b.local[string(s)] = k
+	}
+	return k, ok
+}
+
+// interner holds the interned strings of a Table under construction.
+type interner struct {
+	mu    sync.Mutex
+	strs  []string // strs[0] == ""
+	index map[string]uint16
+}
+
+func newInterner() *interner {
+	return &interner{strs: []string{""}, index: map[string]uint16{"": 0}}
+}
+
+// intern returns the index of s, adding it when fewer than maxStrs
+// strings are interned.
+func (in *interner) intern(s []byte) (uint16, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if k, ok := in.index[string(s)]; ok {
+		return k, true
+	}
+	if len(in.strs) > maxStrs {
 		return 0, false
 	}
-	k := uint16(len(b.strs))
+	k := uint16(len(in.strs))
 	str := string(s)
-	b.strs = append(b.strs, str)
-	b.index[str] = k
+	in.strs = append(in.strs, str)
+	in.index[str] = k
 	return k, true
 }
 

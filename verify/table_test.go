@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"unicode"
 
 	"github.com/pinfs/pinfs/verify"
@@ -207,31 +208,45 @@ func TestParseTableChunks(t *testing.T) {
 		t.Fatalf("table of %d bytes is too small to be split", len(table))
 	}
 	want := verifytest.Members(n, verifytest.S3, 7)
-	tab := parseTable(t, table)
-	if got := tab.Members(); !reflect.DeepEqual(got, want) {
-		t.Fatal("parsed members differ from the generated ones")
-	}
 	lines := bytes.SplitAfter(table, []byte("\n"))
 	lines = lines[:len(lines)-1]
 	join := func(ls [][]byte) []byte { return bytes.Join(ls, nil) }
-	// Every line boundary is a chunk boundary for some k.
-	for k := range n - 1 {
-		bad := slices.Clone(lines)
-		bad[k], bad[k+1] = bad[k+1], bad[k]
-		if _, err := verify.ParseTable(join(bad)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: path", k+2)) {
-			t.Errorf("lines %d and %d swapped: error %v", k+1, k+2, err)
+	for name, parse := range tableParsers {
+		tab, err := parse(table)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := tab.Members(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: parsed members differ from the generated ones", name)
+		}
+		// Every line boundary is a chunk boundary for some k.
+		for k := range n - 1 {
+			bad := slices.Clone(lines)
+			bad[k], bad[k+1] = bad[k+1], bad[k]
+			if _, err := parse(join(bad)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: path", k+2)) {
+				t.Errorf("%s: lines %d and %d swapped: error %v", name, k+1, k+2, err)
+			}
+		}
+		for _, k := range []int{0, 1, n / 3, n / 2, n - 1} {
+			bad := slices.Clone(lines)
+			bad[k] = []byte(strings.Replace(string(bad[k]), `"size":`, `"size": `, 1))
+			if _, err := parse(join(bad)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: not", k+1)) {
+				t.Errorf("%s: line %d not canonical: error %v", name, k+1, err)
+			}
+		}
+		if _, err := parse(table[:len(table)-1]); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: no newline", n)) {
+			t.Errorf("%s: missing last newline: error %v", name, err)
 		}
 	}
-	for _, k := range []int{0, 1, n / 3, n / 2, n - 1} {
-		bad := slices.Clone(lines)
-		bad[k] = []byte(strings.Replace(string(bad[k]), `"size":`, `"size": `, 1))
-		if _, err := verify.ParseTable(join(bad)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: not", k+1)) {
-			t.Errorf("line %d not canonical: error %v", k+1, err)
-		}
-	}
-	if _, err := verify.ParseTable(table[:len(table)-1]); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: no newline", n)) {
-		t.Errorf("missing last newline: error %v", err)
-	}
+}
+
+// tableParsers parse a table from bytes, and streamed in reads of
+// varying size.
+var tableParsers = map[string]func([]byte) (*verify.Table, error){
+	"bytes": verify.ParseTable,
+	"stream": func(b []byte) (*verify.Table, error) {
+		return verify.ParseTableFrom(iotest.HalfReader(bytes.NewReader(b)))
+	},
 }
 
 // TestCheckMatchesReference compares CheckMembers with the set-based
@@ -294,8 +309,15 @@ func FuzzParseTable(f *testing.F) {
 	f.Add([]byte(`{"cas":"` + b3World + `","digest":"` + b3World + `","id":"x","path":"x\n/etc/shadow","size":5}` + "\n"))
 	f.Add([]byte(`{"cas":"` + b3Empty + `","digest":"` + b3Empty + `","id":"e","path":"e","size":0}` + "\n"))
 	f.Add([]byte(`{"cas":"` + b3Hello + `","digest":"` + b3Hello + `","id":"e","path":"e","size":0}` + "\n"))
+	// Chunks of a few lines, so that chunk boundaries and lines longer
+	// than a read buffer are fuzzed too.
+	defer verify.SetMinChunk(64)()
 	f.Fuzz(func(t *testing.T, table []byte) {
 		tab, err := verify.ParseTable(table)
+		stab, serr := verify.ParseTableFrom(iotest.OneByteReader(bytes.NewReader(table)))
+		if fmt.Sprint(err) != fmt.Sprint(serr) || err == nil && !reflect.DeepEqual(tab.Members(), stab.Members()) {
+			t.Fatalf("ParseTable(%q) error %v, streamed %v, or members differ", table, err, serr)
+		}
 		want, werr := parseMembersJSON(table)
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("ParseTable(%q) error %v, reference %v", table, err, werr)

@@ -1,0 +1,86 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Opener is a Getter that can also stream a blob: Open returns a reader
+// of the blob at key, which the caller closes, and its size in bytes (-1
+// when unknown). Fetch and Load stream member tables through it.
+type Opener interface {
+	Open(ctx context.Context, key string) (io.ReadCloser, int64, error)
+}
+
+// CheckReader is Check for a member table read from r: size is its length
+// in bytes, or -1 when unknown. The table is hashed as it is read and
+// parsed in chunks straight into the compact Table, so its bytes are
+// never held whole; the result is returned only once the whole table
+// matched the manifest's digest, and nothing parsed from a table that
+// did not is used.
+func CheckReader(d Digest, manifest []byte, r io.Reader, size int64) (*Checked, error) {
+	m, err := ParseManifest(d, manifest)
+	if err != nil {
+		return nil, err
+	}
+	return checkTableFrom(m, r, size)
+}
+
+// tableDigestError is the error of a streamed member table whose bytes
+// do not hash to the digest the manifest names.
+type tableDigestError struct{ err error }
+
+func (e *tableDigestError) Error() string { return e.err.Error() }
+func (e *tableDigestError) Unwrap() error { return e.err }
+
+// minLine is the length of the shortest canonical member line, newline
+// included: {"digest":"","id":"","path":"","size":0}.
+const minLine = 41
+
+// checkTableFrom checks the table that r yields, of size bytes (-1 when
+// unknown), against the parsed manifest m. The digest is checked first:
+// a table that does not match it is reported as such, whatever else is
+// wrong with it.
+func checkTableFrom(m *Manifest, r io.Reader, size int64) (*Checked, error) {
+	d := m.SnapshotID
+	td, _ := m.Members.Digest() // checked by ParseManifest
+	// Room for the members the manifest announces, but no more than the
+	// table can hold: a manifest's count does not reserve memory on its own.
+	reserve := min(m.Members.Count, 1<<16)
+	if size >= 0 {
+		reserve = min(m.Members.Count, size/minLine+1)
+	}
+	h := sha256.New()
+	t, err := parseTableFrom(r, h, int(max(reserve, 0)))
+	var re *readError
+	if errors.As(err, &re) {
+		return nil, fmt.Errorf("member table %s of %s: %w", td, d, re.err)
+	}
+	if got := Digest("sha256:" + hex.EncodeToString(h.Sum(nil))); got != td {
+		return nil, &tableDigestError{fmt.Errorf("member table of %s: content hashes to %s, manifest names %s: %w", d, got, td, ErrInvalid)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
+	}
+	return checkParsed(m, t)
+}
+
+// readError is an error of the reader a table is parsed from.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "read: " + e.err.Error() }
+
+// openTable streams the member table of m from o and checks it.
+func openTable(ctx context.Context, o Opener, m *Manifest) (*Checked, error) {
+	td, _ := m.Members.Digest()
+	rc, size, err := o.Open(ctx, MembersKey(td))
+	if err != nil {
+		return nil, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
+	}
+	defer rc.Close()
+	return checkTableFrom(m, rc, size)
+}
