@@ -20,7 +20,7 @@ import (
 // startReal runs versitygw (integration/s3test) and returns it with a
 // Client made by NewClient from the server's environment, as the pinfs
 // binary would be.
-func startReal(t *testing.T) (*s3test.Server, *Client) {
+func startReal(t testing.TB) (*s3test.Server, *Client) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("real S3 server; not in -short")
