@@ -1,63 +1,79 @@
-// Package blocks is the verified block reader of the pinfs read path:
+// Package blocks is the verified block reader of the pinfs read path.
+// A member is read in blocks of BlockSize bytes; block i covers the
+// member's bytes [i*BlockSize, min((i+1)*BlockSize, Size)), and since
+// BlockSize is a multiple of b3.GroupSize every block can be verified on
+// its own. A read follows three files:
 //
-//	ReadAt(member, off) -> block index -> memory tier -> disk tier
-//	  -> on a miss: one shared fetch per block (ranged read of the exact object)
-//	  -> verify the block against the member's BLAKE3 digest (Bao outboard)
-//	  -> only verified bytes enter a cache tier or the caller's buffer
+//	blocks.go   Slices/ReadAt: each block from the memory tier, or its call
+//	flight.go   a miss is one flight over a run of blocks (a single block is
+//	            a run of one): one request, each block verified and handed
+//	            to the tiers and its readers as soon as its bytes are in
+//	request.go  the ranged request, its stall watchdog, and the one retry loop
 //
-// A member is read in blocks of BlockSize bytes. Block i covers the member's
-// bytes [i*BlockSize, min((i+1)*BlockSize, Size)); since BlockSize is a
-// multiple of b3.GroupSize every block can be verified on its own.
+// plan.go decides, without I/O, when a reader is sequential, how far ahead
+// it is read and which blocks a run covers; verify.go holds the verifier
+// and the outboards; events.go the events and their reporting.
 //
 // # Verification
 //
-// Memory-tier blocks were verified before they entered the tier and are
-// served as they are. Every disk-tier hit is verified; one that fails is
-// removed, reported as a "mismatch" event From "disk", and fetched again:
-// for the reader that is not an error. A block fetched from the store that
-// fails (alone or as part of a span request) is fetched once more alone,
-// after the outboard has been reloaded with fresh=true. One "mismatch"
-// event From "network" is reported once the outcome is known: saying
-// "healed" when the refetched copy verifies, and otherwise before ReadAt
-// returns an error wrapping b3.ErrMismatch. No failure is remembered: the
-// next read of the block tries again.
+// Only verified bytes enter the memory tier or a caller's buffer. Memory
+// hits were verified before they entered the tier and are served as they
+// are. Every disk-tier hit is verified; one that fails is removed,
+// reported as a "mismatch" event From "disk", and fetched again: for the
+// reader that is not an error. A block fetched from the store that fails
+// (alone or in a run) is checked against a reloaded outboard (fresh=true)
+// and then fetched once more alone. One "mismatch" event From "network" is
+// reported once the outcome is known: saying "healed" when the refetched
+// copy verifies, and otherwise before the read returns an error wrapping
+// b3.ErrMismatch. No failure is remembered: the next read of the block
+// tries again.
 //
-// # Shared fetches
+// # Flights
 //
-// Concurrent readers of one block share one fetch (a flight). The flight
-// runs on the Reader's own context, detached from every reader: a reader
-// whose context is canceled stops waiting and returns ctx.Err(), while the
-// flight goes on for the others and still fills the caches. A reader that
-// joined a flight started by someone else (another read, readahead) which
-// then fails for a reason that may pass (throttling, a timeout, a broken
-// connection) gets one fresh flight of its own. Close refuses new reads,
-// cancels the flights that are still running and waits for them and for
-// the reads in progress.
+// Every block being loaded has one call (store/lru's Group), which all its
+// readers join: concurrent readers of a block share one load. A read that
+// misses starts a flight over the run of blocks around it that have no
+// call and are in neither tier: for a sequential reader its aligned group
+// of Config.SpanBlocks blocks, otherwise the block alone. A sequential
+// reader's blocks ahead (up to Config.Readahead, the window doubling) are
+// started the same way before it reaches them. One goroutine runs each
+// flight, on the Reader's own context, detached from every reader: a
+// reader whose context is canceled stops waiting and returns ctx.Err(),
+// while the flight goes on for the others and still fills the caches. A
+// reader that joined a call started by someone else (another read,
+// readahead) which then fails for a reason that may pass (throttling, a
+// timeout, a broken connection) gets one fresh call of its own. The memory
+// tier finds a block as soon as it is put (store/cache's front), so no
+// block read ahead is lost before its reader comes. Blocks of a sequential
+// stream of a member larger than the disk tier's whole budget are not
+// written to disk: they would only push out everything else. Close refuses
+// new reads, cancels the flights that are still running and waits for them
+// and for the reads in progress.
 //
 // # Storage errors
 //
 // The Reader is the one retry layer of the read path for block bytes (the
-// store makes one attempt per ranged request). Every request first waits
-// for a slot of a limiter shared by all fetches: a store.ErrThrottled
-// answer halves the rate at which requests may start and holds them all
-// off for a while; answers that are not throttled raise it again. Every
-// failure that may pass — throttling, server errors, refused or reset
-// connections, timeouts, a stalled or cut body — is retried with jittered
-// exponential backoff (Config.Backoff doubling up to Config.MaxBackoff,
-// never less than 1 ms) until the read timeout; so is loading a member's
-// outboard. A body cut short keeps the bytes received and asks only for
-// the rest of the block (at once if it delivered 64 KiB or more, after a
-// backoff otherwise); a body that delivers nothing for Config.StallTimeout
-// is cut off and retried. A block load is bounded by Config.ReadTimeout
-// from the read that started it: past it, it fails with ErrReadTimeout
-// wrapping the last failure. Config.Attempts, if set, also caps the
-// failed requests (other than throttled ones) of one fetch and the tries
-// of one outboard load. store.ErrNotFound (the pinned version is gone) is
-// reported as a "version_missing" event, store.ErrAccessDenied,
+// store makes one attempt per ranged request), with one retry loop for
+// block requests and outboard loads. Every request first waits for a slot
+// of a limiter shared by all flights: a store.ErrThrottled answer halves
+// the rate at which requests may start and holds them all off for a while;
+// answers that are not throttled raise it again. Every failure that may
+// pass — throttling, server errors, refused or reset connections,
+// timeouts, a stalled or cut body — is retried with jittered exponential
+// backoff (Config.Backoff doubling up to Config.MaxBackoff, never less
+// than 1 ms) until the read timeout; so is loading a member's outboard. A
+// body cut short keeps the bytes received and asks only for the rest (at
+// once if it delivered 64 KiB or more, after a backoff otherwise); a body
+// that delivers nothing for Config.StallTimeout is cut off and retried. A
+// flight is bounded by Config.ReadTimeout from its start: past it, its
+// blocks fail with ErrReadTimeout wrapping the last failure. Config.Attempts,
+// if set, also caps the failed tries (other than throttled ones) of one
+// request or outboard load. store.ErrNotFound (the pinned version is gone)
+// is reported as a "version_missing" event, store.ErrAccessDenied,
 // store.ErrBadResponse (the wrong range) and the other permanent store
-// answers fail at once, and a fetch that runs out of
-// time (or attempts) is reported as "fetch_failed". Returned errors wrap
-// the cause, so errors.Is finds the store sentinel, ErrReadTimeout,
+// answers fail at once, and a load that runs out of time (or attempts) is
+// reported as "fetch_failed", one event per block. Returned errors wrap the
+// cause, so errors.Is finds the store sentinel, ErrReadTimeout,
 // b3.ErrMismatch or context.Canceled (the reader's own context only).
 //
 // # Events
@@ -77,26 +93,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/lru"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // BlockSize is the size of a block in bytes (1 MiB).
 const BlockSize = cache.BlockSize
-
-// Event kinds.
-const (
-	KindMismatch       = "mismatch"        // block bytes failed verification
-	KindVersionMissing = "version_missing" // the pinned object version does not exist
-	KindFetchFailed    = "fetch_failed"    // any other storage failure, after retries
-)
-
-// Event sources of a mismatch.
-const (
-	FromNetwork = "network"
-	FromDisk    = "disk"
-)
 
 // Errors of the Reader; returned errors wrap them.
 var (
@@ -110,131 +113,31 @@ var (
 	ErrNotRecorded = errors.New("blocks: event not recorded")
 )
 
-// Member is what the reader needs to know about one member.
-type Member struct {
-	Path, ID string // for events only
-	Digest   b3.Sum
-	Size     int64
-	Object   store.Object // the exact version (or CAS blob) its bytes come from
-}
-
-// Outboards returns the Bao outboard of a member (stored at pin time for
-// members larger than b3.GroupSize). fresh=true bypasses any local copy and
-// reads it from the store again; the Reader asks for that once after a
-// verification failure, in case a cached outboard was bad.
-type Outboards interface {
-	Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) ([]byte, error)
-}
-
-// Event is an integrity or storage event on the read path. Off and Len are
-// the byte range of the block concerned; From is set for mismatches.
-type Event struct {
-	Kind   string // KindMismatch, KindVersionMissing or KindFetchFailed
-	Member *Member
-	Off    int64
-	Len    int64
-	From   string // FromNetwork or FromDisk
-	Err    error
-}
-
-// Reporter receives events. Report must return only once the event is
-// durable, or an error if it cannot be made durable: the read the event
-// concerns waits for it, and fails with ErrNotRecorded on an error. Report
-// is called from the Reader's shared fetches, possibly concurrently.
-type Reporter interface {
-	Report(ctx context.Context, ev Event) error
-}
-
-// Config configures a Reader. Objects and Outboards are required; a zero
-// value elsewhere means the default.
-type Config struct {
-	Objects   store.ObjectReader
-	Outboards Outboards
-	// MemBytes is the memory tier's budget in bytes; <= 0 disables the tier.
-	MemBytes int64
-	// Disk is the disk tier; nil (or a Disk opened with limit 0) disables it.
-	// The caller owns it; several Readers may share one.
-	Disk *cache.Disk
-	// Reporter receives events; nil drops them.
-	Reporter Reporter
-
-	// OutboardBytes bounds the outboards kept in memory (default 64 MiB).
-	// The outboard in use is kept even if it alone is larger.
-	OutboardBytes int64
-	// Attempts, if > 0, caps the requests of one fetch that may fail other
-	// than by throttling, and the tries of one outboard load, in addition
-	// to ReadTimeout. The default (0) leaves ReadTimeout as the only
-	// bound: every failure that may pass is retried until then.
-	Attempts int
-	// Backoff is the wait before the first retry (default 100 ms); it
-	// doubles for each further retry, up to MaxBackoff (default 5 s).
-	// While the store throttles, the Reader's requests start at least
-	// Backoff apart, and at most MaxBackoff or 1 s (the lesser) apart.
-	Backoff, MaxBackoff time.Duration
-	// StallTimeout cuts off a request that delivers no bytes for this long
-	// (default 30 s).
-	StallTimeout time.Duration
-	// ReadTimeout bounds the time a block load may take, retries and
-	// waits for a throttling store included (default 60 s; keep it longer
-	// than StallTimeout so that one stalled response can be resumed). A
-	// load that runs out of time fails with ErrReadTimeout and a
-	// "fetch_failed" event.
-	ReadTimeout time.Duration
-	// Readahead is the most blocks read ahead of a sequential reader, and
-	// the most readahead fetches in flight at once (default 16; < 0 disables).
-	Readahead int
-	// SpanBlocks is the most consecutive blocks a sequential reader's
-	// fetch asks for in one request (default 8: one 8 MiB request, as fast as the best raw GETs here; 1 disables spans).
-	SpanBlocks int
-}
-
-func (c *Config) setDefaults() {
-	def := func(p *time.Duration, d time.Duration) {
-		if *p <= 0 {
-			*p = d
-		}
-	}
-	if c.OutboardBytes <= 0 {
-		c.OutboardBytes = 64 << 20
-	}
-	def(&c.Backoff, 100*time.Millisecond)
-	def(&c.MaxBackoff, 5*time.Second)
-	def(&c.StallTimeout, 30*time.Second)
-	def(&c.ReadTimeout, 60*time.Second)
-	if c.Readahead == 0 {
-		c.Readahead = 16
-	}
-	if c.SpanBlocks <= 0 {
-		c.SpanBlocks = 8
-	}
-}
-
 // Reader reads members block by block and verifies every block before any
 // of its bytes are cached or returned. Its methods are safe for concurrent
 // use, Close included.
 type Reader struct {
 	cfg  Config
-	mem  *cache.Mem  // nil: memory tier disabled
+	mem  *cache.Mem  // never nil: at least the front that keeps blocks read ahead
 	disk *cache.Disk // nil: disk tier disabled
-	obs  *outboardCache
-	// recent keeps the last blocks loaded, so that readahead is never
-	// lost to the memory tier's admission policy.
-	recent *recent
 
-	// ctx is the context of every shared fetch; Close cancels it.
+	calls   lru.Group[cache.Key, []byte] // one per block loading
+	obs     *lru.Cache[b3.Sum, []byte]   // outboards, least recently used out
+	obLoads lru.Group[obKey, []byte]     // one per outboard loading
+
+	// ctx is the context of every flight; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // running flights
-	reads  sync.WaitGroup // ReadAt calls in progress; Add only under mu, while !closed
+	wg     sync.WaitGroup // running flights; Add only under mu, while !closed
+	reads  sync.WaitGroup // reads in progress; Add only under mu, while !closed
 
-	// lim spaces the requests of every fetch while the store throttles.
+	// lim spaces the requests of every flight while the store throttles.
 	lim *limiter
 
-	// mu guards flights, seq and closed.
-	mu      sync.Mutex
-	flights map[cache.Key]*flight
-	seq     map[b3.Sum]*seqState
-	closed  bool
+	// mu guards seq's states and closed.
+	mu     sync.Mutex
+	seq    *lru.Cache[b3.Sum, *seqState]
+	closed bool
 
 	// ahead holds one token per readahead flight in progress.
 	ahead chan struct{}
@@ -249,22 +152,21 @@ func New(cfg Config) (*Reader, error) {
 	}
 	cfg.setDefaults()
 	r := &Reader{
-		cfg:     cfg,
-		disk:    cfg.Disk,
-		flights: make(map[cache.Key]*flight),
-		seq:     make(map[b3.Sum]*seqState),
-		ahead:   make(chan struct{}, max(cfg.Readahead, 1)),
-		lim:     newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
+		cfg:   cfg,
+		disk:  cfg.Disk,
+		obs:   lru.New[b3.Sum](cfg.OutboardBytes, func(ob []byte) int64 { return int64(len(ob)) }),
+		seq:   lru.New[b3.Sum](maxSeq, func(*seqState) int64 { return 1 }),
+		ahead: make(chan struct{}, max(cfg.Readahead, 1)),
+		lim:   newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 	}
-	r.obs = newOutboardCache(cfg.OutboardBytes)
-	r.recent = newRecent(2 * int64(cfg.Readahead+cfg.SpanBlocks) * BlockSize)
-	if cfg.MemBytes > 0 {
-		m, err := cache.NewMem(cfg.MemBytes)
-		if err != nil {
-			return nil, err
-		}
-		r.mem = m
+	// The front keeps the last blocks loaded, two windows' worth, so that
+	// readahead is never lost to the memory tier's admission policy.
+	front := 2 * int64(max(cfg.Readahead, 0)+cfg.SpanBlocks) * BlockSize
+	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(front))
+	if err != nil {
+		return nil, err
 	}
+	r.mem = m
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -273,16 +175,16 @@ func New(cfg Config) (*Reader, error) {
 // store throttles: it never sends less than one request a second.
 const maxGap = time.Second
 
-// closeWait bounds how long Close waits for reads and fetches to end.
+// closeWait bounds how long Close waits for reads and flights to end.
 const closeWait = 10 * time.Second
 
-// Close refuses new reads (ErrClosed), cancels the shared fetches still
-// running, waits for them and for the ReadAt calls in progress (which then
-// fail with ErrClosed), and releases the memory tier. It may run
-// concurrently with ReadAt. If reads or fetches are still running after
-// closeWait (a Reporter that does not return, say), Close returns an error
-// and leaves the memory tier to the garbage collector rather than close it
-// under them. It does not close Config.Disk.
+// Close refuses new reads (ErrClosed), cancels the flights still running,
+// waits for them and for the reads in progress (which then fail with
+// ErrClosed), and releases the memory tier. It may run concurrently with
+// reads. If reads or flights are still running after closeWait (a
+// Reporter that does not return, say), Close returns an error and leaves
+// the memory tier to the garbage collector rather than close it under
+// them. It does not close Config.Disk.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -303,14 +205,12 @@ func (r *Reader) Close() error {
 	case <-time.After(closeWait):
 		return fmt.Errorf("blocks: close: reads still running after %v; memory tier left open", closeWait)
 	}
-	if r.mem != nil {
-		r.mem.Close()
-	}
+	r.mem.Close()
 	return nil
 }
 
-// enter registers a ReadAt in progress; it returns false once the Reader
-// is closed.
+// enter registers a read in progress; it returns false once the Reader is
+// closed.
 func (r *Reader) enter() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -330,9 +230,9 @@ func (r *Reader) enter() bool {
 // why, and p[:n] holds verified bytes). A read that fills p exactly up to
 // the end of the member returns n == len(p) and a nil error; len(p) == 0
 // returns 0, nil at any offset. A canceled ctx makes ReadAt return
-// ctx.Err() promptly, while a fetch it started goes on for other readers.
+// ctx.Err() promptly, while a flight it started goes on for other readers.
 // The blocks ReadAt loads are bounded by Config.ReadTimeout from its start
-// (ErrReadTimeout); a block whose flight it joined and which failed for a
+// (ErrReadTimeout); a block whose call it joined and which failed for a
 // reason that may pass is loaded once more within that time.
 func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (int, error) {
 	vs, n, err := r.Slices(ctx, m, off, len(p))
@@ -351,11 +251,10 @@ func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (in
 // the error that stopped the read (the slices then hold the verified
 // bytes before it).
 func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]byte, int, error) {
+	if err := check(m, off); err != nil {
+		return nil, 0, err
+	}
 	switch {
-	case off < 0:
-		return nil, 0, fmt.Errorf("blocks: %s: negative offset %d", m.Path, off)
-	case m.Size < 0:
-		return nil, 0, fmt.Errorf("blocks: %s: negative size %d", m.Path, m.Size)
 	case n <= 0:
 		return nil, 0, nil
 	case off >= m.Size:
@@ -365,27 +264,21 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 		return nil, 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
 	}
 	defer r.reads.Done()
-	deadline := time.Now().Add(r.cfg.ReadTimeout)
+	start := time.Now()
 	end := min(off+int64(n), m.Size)
 	first, last := off/BlockSize, (end-1)/BlockSize
 	r.readahead(m, first, last)
-	// The later blocks of a read that spans several load in parallel; each
-	// is waited for in its own flight, so that a flight that fails is not
-	// started again by the same read.
-	var later []pending
-	for i := first + 1; i <= last; i++ {
-		later = append(later, r.pend(m, i, deadline))
-	}
-	vs := make([][]byte, 0, last-first+1)
-	got := 0
+	// Every block's call is started before the first is waited for, so
+	// that the blocks of a read that spans several load in parallel.
+	var pds []pending
 	for i := first; i <= last; i++ {
-		var pd pending
-		if i == first {
-			pd = r.pend(m, i, deadline)
-		} else {
-			pd = later[i-first-1]
-		}
-		b, err := r.get(ctx, m, i, pd, deadline)
+		pds = append(pds, r.pend(m, i))
+	}
+	vs := make([][]byte, 0, len(pds))
+	got := 0
+	for j, pd := range pds {
+		i := first + int64(j)
+		b, err := r.get(ctx, m, i, pd, start)
 		if err != nil {
 			r.st.bytesServed.Add(int64(got))
 			return vs, got, err
@@ -402,55 +295,75 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 	return vs, got, nil
 }
 
-// Warm loads every block of m that the disk tier does not hold, verified,
-// into the caches, calling progress with the bytes of each block as it is
-// done (cached already or loaded). It returns the first error.
-func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) error {
-	chunk := int64(r.cfg.SpanBlocks) * BlockSize
-	for off := int64(0); off < m.Size; off += chunk {
-		n := min(chunk, m.Size-off)
-		if _, _, err := r.Slices(ctx, m, off, int(n)); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
-		if progress != nil {
-			progress(n)
-		}
+// check refuses a read of m at off that can have no answer.
+func check(m *Member, off int64) error {
+	switch {
+	case off < 0:
+		return fmt.Errorf("blocks: %s: negative offset %d", m.Path, off)
+	case m.Size < 0:
+		return fmt.Errorf("blocks: %s: negative size %d", m.Path, m.Size)
 	}
 	return nil
 }
 
-// blockRange returns the byte range of block i of m.
-func blockRange(m *Member, i int64) (off, n int64) {
-	off = i * BlockSize
-	return off, min(BlockSize, m.Size-off)
+// pending is a block that is either at hand (a memory hit) or loading.
+type pending struct {
+	b []byte
+	c *lru.Call[[]byte]
 }
 
-// numBlocks returns the number of blocks of a member of size bytes.
-func numBlocks(size int64) int64 { return (size + BlockSize - 1) / BlockSize }
+// pend returns block i of m from the memory tier, or else its call; a
+// miss of a sequential reader starts a run over i's group of blocks.
+func (r *Reader) pend(m *Member, i int64) pending {
+	if b, ok := r.memGet(m, i); ok {
+		return pending{b: b}
+	}
+	lo, hi := i, i
+	seq := r.sequential(m)
+	if seq {
+		lo, hi = runBounds(i, int64(r.cfg.SpanBlocks), numBlocks(m.Size), 0)
+	}
+	cs, first := r.startRun(m, i, lo, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()))
+	return pending{c: cs[i-first]}
+}
+
+// get returns block i of m from pd, waiting for its call or for ctx. If
+// the call started before the read (at start; another read or readahead
+// started it) and failed for a reason that may pass, it may have started
+// during a fault that is over: get starts or joins a fresh call, once,
+// that ends by the read's own deadline.
+func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start time.Time) ([]byte, error) {
+	if pd.c == nil {
+		return pd.b, nil
+	}
+	b, err := pd.c.Wait(ctx)
+	if err == nil || !pd.c.Started().Before(start) || !passing(err) || ctx.Err() != nil ||
+		time.Since(start) >= r.cfg.ReadTimeout {
+		return b, err
+	}
+	r.st.freshFlights.Add(1)
+	cs, first := r.startRun(m, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()))
+	return cs[i-first].Wait(ctx)
+}
+
+// passing reports whether a load that failed with err may succeed if it is
+// tried again: not for a verification failure, an event not recorded, a
+// closed Reader or a permanent store answer.
+func passing(err error) bool {
+	return !permanent(err) && !errors.Is(err, b3.ErrMismatch) && !errors.Is(err, ErrNotRecorded) &&
+		!errors.Is(err, ErrClosed)
+}
+
+// memGet returns block i of m from the memory tier. A cached block of
+// another length than m's block i (a manifest that gives the same digest
+// another size) is not used.
+func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
+	b, ok := r.mem.Get(key(m, i))
+	if _, n := blockRange(m, i); !ok || int64(len(b)) != n {
+		return nil, false
+	}
+	r.st.memHits.Add(1)
+	return b, true
+}
 
 func key(m *Member, i int64) cache.Key { return cache.Key{Digest: m.Digest, Index: i} }
-
-// report counts ev and hands it to the Reporter, and returns once it has
-// been recorded. If it could not be, report counts that and returns an
-// error wrapping ErrNotRecorded and cause (the error of the read, which
-// may be nil for a healed block); otherwise it returns cause.
-func (r *Reader) report(ev Event, cause error) error {
-	switch ev.Kind {
-	case KindVersionMissing:
-		r.st.versionMissing.Add(1)
-	case KindFetchFailed:
-		r.st.fetchFailed.Add(1)
-	}
-	if r.cfg.Reporter == nil {
-		return cause
-	}
-	err := r.cfg.Reporter.Report(r.ctx, ev)
-	if err == nil {
-		return cause
-	}
-	r.st.eventsUnrecorded.Add(1)
-	if cause == nil {
-		return fmt.Errorf("%w: %s event of %s bytes %d+%d: %w", ErrNotRecorded, ev.Kind, ev.Member.Path, ev.Off, ev.Len, err)
-	}
-	return fmt.Errorf("%w (%w: %s event: %v)", cause, ErrNotRecorded, ev.Kind, err)
-}

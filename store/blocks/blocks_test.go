@@ -331,11 +331,15 @@ func noTemp(t *testing.T, dir string) {
 	})
 }
 
+// The disk tier stays within its budget, evicting the least recently used
+// blocks. The reads are random-access (no readahead, so no sequential
+// stream): a stream of a member larger than the budget would not be
+// written at all (TestDiskSkipsLargeStreams).
 func TestDiskBudget(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	const limit = 3*BlockSize + BlockSize/2
-	r := e.reader(Config{MemBytes: 2 << 20, Disk: diskDir(t, dir, limit)})
+	r := e.reader(Config{MemBytes: 2 << 20, Disk: diskDir(t, dir, limit), Readahead: -1})
 	for range 3 {
 		e.readAll(r, e.member(5*BlockSize), 256<<10)
 	}
@@ -355,6 +359,40 @@ func TestDiskBudget(t *testing.T) {
 		t.Fatalf("disk stats %+v, %d bytes in files", st, total)
 	}
 	noTemp(t, dir)
+}
+
+// A sequential stream of a member larger than the disk budget is not
+// written to disk; one that fits is, and so are random reads of the large
+// member. Every block is still verified and served.
+func TestDiskSkipsLargeStreams(t *testing.T) {
+	e := newEnv(t)
+	const limit = 4 * BlockSize
+	disk := diskDir(t, t.TempDir(), limit)
+	r := e.reader(Config{MemBytes: 2 << 20, Disk: disk})
+	large, small := e.member(6*BlockSize), e.member(3*BlockSize+5)
+	e.readAll(r, large, 256<<10)
+	e.readAll(r, small, 256<<10)
+	r.Close() // waits for the flights' disk writes
+	for i := range int64(6) {
+		if disk.Has(cache.Key{Digest: large.Digest, Index: i}) {
+			t.Errorf("block %d of a stream larger than the disk budget was written", i)
+		}
+	}
+	for i := range int64(4) {
+		if !disk.Has(cache.Key{Digest: small.Digest, Index: i}) {
+			t.Errorf("block %d of a stream within the disk budget was not written", i)
+		}
+	}
+	if st := r.Stats(); st.BlocksVerified != 10 || st.Disk.Writes != 4 {
+		t.Fatalf("stats %+v; want 10 blocks verified, 4 written", st)
+	}
+	// A random read of the large member (not a stream) is written.
+	r2 := e.reader(Config{MemBytes: 2 << 20, Disk: disk, Readahead: -1})
+	readAt(t, r2, large, e.data[large.Digest], 4*BlockSize+7, 100)
+	r2.Close() // waits for the flight's disk write
+	if !disk.Has(cache.Key{Digest: large.Digest, Index: 4}) {
+		t.Errorf("a random read of the large member was not written: %+v", r2.Stats())
+	}
 }
 
 func TestNotFound(t *testing.T) {

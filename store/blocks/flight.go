@@ -1,24 +1,22 @@
 package blocks
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/lru"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
-// flight is one shared load of one block, which ends by deadline. data
-// and err are written once, before done is closed, and only read after it.
-type flight struct {
-	done     chan struct{}
-	deadline time.Time
-	data     []byte
-	err      error
-}
+// A miss is one flight over a run of blocks of one member (a single block
+// is a run of one): the run's blocks each have a call in r.calls, which
+// readers join; one goroutine makes one ranged request for the run,
+// verifies each block as its last byte arrives and completes its call at
+// once. A block whose copy fails verification, a block the run holds
+// without requesting (the disk tier has it) and a run whose outboard
+// cannot be loaded are settled on their own (load, fromNetwork, failed).
 
 // source says where a loaded block came from.
 type source int
@@ -29,184 +27,276 @@ const (
 	fromNetwork
 )
 
-// pending is a block that is either at hand (a memory hit) or loading.
-type pending struct {
-	b []byte
-	f *flight
+// runKind says who started a run.
+type runKind int
+
+const (
+	runRead  runKind = iota // a read that missed
+	runAhead                // readahead: needs a token, and is not a join
+	runWarm                 // Warm
+)
+
+// run is one flight: blocks first, first+1, ... of m, one per call, of
+// which q0..q1 are requested from the store (none if q0 > q1) and the
+// rest load alone. It ends by deadline. disk says whether blocks fetched
+// from the store go to the disk tier.
+type run struct {
+	m        Member // a copy: the caller's may change
+	first    int64
+	calls    []*lru.Call[[]byte]
+	q0, q1   int64
+	deadline time.Time
+	ahead    bool // holds a readahead token
+	disk     bool
 }
 
-// pend returns block i of m from the memory tier, or else its flight; a
-// missing block of a sequential reader starts a span. A flight it starts
-// ends by deadline.
-func (r *Reader) pend(m *Member, i int64, deadline time.Time) pending {
-	if b, ok := r.memGet(m, i); ok {
-		return pending{b: b}
+// readahead is called by a read of blocks first..last of m before it
+// loads them. If the read is sequential (seqState.advance) it starts runs
+// over the blocks ahead, each at most once. Readahead flights never exceed
+// Config.Readahead at a time; blocks that find no free token are skipped,
+// not queued.
+func (r *Reader) readahead(m *Member, first, last int64) {
+	if r.cfg.Readahead < 0 {
+		return
 	}
-	if r.cfg.SpanBlocks > 1 && r.sequential(m) {
-		f, _ := r.startSpan(m, i, 0, false, deadline)
-		return pending{f: f}
+	nb := numBlocks(m.Size)
+	r.mu.Lock()
+	s, ok := r.seq.Get(m.Digest)
+	if !ok {
+		s = newSeq()
+		r.seq.Put(m.Digest, s)
 	}
-	return pending{f: r.start(m, i, false, deadline)}
-}
-
-// get returns block i of m from pd, waiting for its flight or for ctx. If
-// the flight started before the read (another read or readahead started
-// it: its deadline is earlier) and failed for a reason that may pass, it
-// may have started during a fault that is over: get starts or joins a
-// fresh flight, once, that ends by the read's own deadline.
-func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, deadline time.Time) ([]byte, error) {
-	if pd.f == nil {
-		return pd.b, nil
-	}
-	b, err := wait(ctx, pd.f)
-	if err == nil || !pd.f.deadline.Before(deadline) || !passing(err) || ctx.Err() != nil || !time.Now().Before(deadline) {
-		return b, err
-	}
-	r.st.freshFlights.Add(1)
-	return wait(ctx, r.start(m, i, false, deadline))
-}
-
-// passing reports whether a load that failed with err may succeed if it is
-// tried again: not for a verification failure, an event not recorded, a
-// closed Reader or a permanent store answer.
-func passing(err error) bool {
-	return !permanent(err) && !errors.Is(err, b3.ErrMismatch) && !errors.Is(err, ErrNotRecorded) &&
-		!errors.Is(err, ErrClosed)
-}
-
-// memGet returns block i of m from the memory tier. A cached block of
-// another length than m's block i (a manifest that gives the same digest
-// another size) is not used.
-func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
-	_, n := blockRange(m, i)
-	if b, ok := r.recent.get(key(m, i)); ok && int64(len(b)) == n {
-		r.st.memHits.Add(1)
-		return b, true
-	}
-	if r.mem == nil {
-		return nil, false
-	}
-	b, ok := r.mem.Get(key(m, i))
-	if !ok || int64(len(b)) != n {
-		return nil, false
-	}
-	r.st.memHits.Add(1)
-	return b, true
-}
-
-// wait returns the result of flight f, or ctx.Err() if ctx ends first.
-func wait(ctx context.Context, f *flight) ([]byte, error) {
-	select {
-	case <-f.done:
-		return f.data, f.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	from, to := s.advance(first, last, nb, int64(r.cfg.Readahead))
+	r.mu.Unlock()
+	disk := putOnDisk(true, m.Size, r.disk.Limit())
+	for i := from; i <= to; {
+		lo, hi := runBounds(i, int64(r.cfg.SpanBlocks), nb, from)
+		cs, first := r.startRun(m, i, lo, hi, runAhead, disk)
+		if cs == nil {
+			return
+		}
+		i = first + int64(len(cs))
+		r.mu.Lock()
+		s.covered(i - 1)
+		r.mu.Unlock()
 	}
 }
 
-// start returns the flight of block i of m. It starts one, which ends by
-// deadline, if there is none or if the one there has failed (a read that
-// finds one counts as joined). A readahead start (ahead) only starts a
-// flight if a readahead token is free, and returns nil otherwise. The
-// flight gets a copy of *m.
-func (r *Reader) start(m *Member, i int64, ahead bool, deadline time.Time) *flight {
-	k := key(m, i)
+// sequential reports whether m is being read sequentially.
+func (r *Reader) sequential(m *Member) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f, ok := r.flights[k]; ok && !f.failed() {
-		if !ahead {
-			r.st.joined.Add(1)
-		}
-		return f
-	}
+	s, _ := r.seq.Get(m.Digest)
+	return s.sequential()
+}
+
+// startRun returns the calls of the run that block i of m belongs to and
+// the index of its first block. If i has a call in flight it joins it (a
+// run of one); if the memory tier has i, the call ends at once with it.
+// Otherwise it starts a flight over i and the blocks around it within
+// lo..hi that have no call and are in neither tier, asking the store for
+// them in one request (a block the disk tier holds is loaded alone). A
+// readahead run needs a free token: without one startRun returns nil.
+// The run ends ReadTimeout from now.
+func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool) ([]*lru.Call[[]byte], int64) {
+	r.mu.Lock()
 	if r.closed {
-		f := &flight{done: make(chan struct{}), err: ErrClosed, deadline: deadline}
-		close(f.done)
-		return f
+		r.mu.Unlock()
+		return []*lru.Call[[]byte]{lru.Finished[[]byte](nil, ErrClosed)}, i
 	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	ahead := kind == runAhead
 	if ahead {
 		select {
 		case r.ahead <- struct{}{}:
-			r.st.readaheads.Add(1)
 		default:
-			return nil
+			r.wg.Done()
+			return nil, i
 		}
 	}
-	f := &flight{done: make(chan struct{}), deadline: deadline}
-	r.flights[k] = f
-	r.wg.Add(1)
-	mm := *m
-	go r.fly(f, &mm, i, ahead)
-	return f
+	c, own, onDisk := r.take(m, i)
+	if !own || isDone(c) { // joined, or i was in memory
+		if ahead {
+			<-r.ahead
+		} else if !own {
+			r.st.joined.Add(1)
+		}
+		r.wg.Done()
+		return []*lru.Call[[]byte]{c}, i
+	}
+	ru := &run{m: *m, first: i, calls: []*lru.Call[[]byte]{c}, q0: i, q1: i,
+		deadline: c.Started().Add(r.cfg.ReadTimeout), ahead: ahead, disk: disk}
+	if onDisk {
+		ru.q0, ru.q1 = i+1, i // load it alone; no run around it
+	} else {
+		for j := i - 1; j >= lo; j-- {
+			cj, own, onDisk := r.take(m, j)
+			if !own || isDone(cj) {
+				break
+			}
+			ru.calls = append([]*lru.Call[[]byte]{cj}, ru.calls...)
+			ru.first = j
+			if onDisk {
+				break
+			}
+			ru.q0 = j
+		}
+		for j := i + 1; j <= hi; j++ {
+			cj, own, onDisk := r.take(m, j)
+			if !own || isDone(cj) {
+				break
+			}
+			ru.calls = append(ru.calls, cj)
+			if onDisk {
+				break
+			}
+			ru.q1 = j
+		}
+	}
+	if ahead {
+		r.st.readaheads.Add(1)
+	}
+	go r.fly(ru)
+	return ru.calls, ru.first
 }
 
-// failed reports whether f has ended with an error.
-func (f *flight) failed() bool {
+// take starts the call of block j of m for a run. own is false if j has a
+// call in flight already (c is that call). A block the memory tier has
+// ends its call at once with the cached bytes; onDisk says the disk tier
+// has it. The tiers are asked after the call is started: a flight puts a
+// block in the tiers before it forgets its call, so that no block is
+// fetched twice.
+func (r *Reader) take(m *Member, j int64) (c *lru.Call[[]byte], own, onDisk bool) {
+	k := key(m, j)
+	c, own = r.calls.Start(k)
+	if !own {
+		return c, false, false
+	}
+	if b, ok := r.memGet(m, j); ok {
+		c.Set(b, nil)
+		r.calls.Forget(k, c)
+		return c, true, false
+	}
+	return c, true, r.disk.Has(k)
+}
+
+// isDone reports whether c has ended.
+func isDone(c *lru.Call[[]byte]) bool {
 	select {
-	case <-f.done:
-		return f.err != nil
+	case <-c.Done():
+		return true
 	default:
 		return false
 	}
 }
 
-// forget removes the flights fs of blocks i, i+1, ... of m, unless a newer
-// flight has taken a block's place.
-func (r *Reader) forget(m *Member, i int64, fs ...*flight) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for j, f := range fs {
-		k := key(m, i+int64(j))
-		if r.flights[k] == f {
-			delete(r.flights, k)
+// fly runs the flight of ru on the Reader's context, with the run's
+// deadline: one request for blocks q0..q1, each verified and completed as
+// soon as its last byte is in; then the blocks that failed verification
+// (fromNetwork), that the request did not deliver (failed, with its
+// error) and that the run holds without requesting them (load).
+func (r *Reader) fly(ru *run) {
+	defer r.wg.Done()
+	if ru.ahead {
+		defer func() { <-r.ahead }()
+	}
+	ctx, cancel := context.WithDeadline(r.ctx, ru.deadline)
+	defer cancel()
+	m := &ru.m
+	v := &verifier{r: r, m: m}
+	if err := v.loadOutboard(ctx); err != nil {
+		for j := range ru.calls {
+			i := ru.first + int64(j)
+			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, err))
+		}
+		return
+	}
+	n := ru.q1 - ru.q0 + 1
+	var (
+		bufs = make([][]byte, max(n, 0))
+		bad  = make([]error, max(n, 0))
+		next = ru.q0 // the next block of the request to settle
+		ferr error
+	)
+	if n > 0 {
+		off0, _ := blockRange(m, ru.q0)
+		for q := range bufs {
+			_, bn := blockRange(m, ru.q0+int64(q))
+			bufs[q] = make([]byte, bn)
+		}
+		ferr = r.fetch(ctx, m.Object, off0, bufs, func(have int64) {
+			for ; next <= ru.q1; next++ {
+				off, bn := blockRange(m, next)
+				if off+bn-off0 > have {
+					return
+				}
+				b := bufs[next-ru.q0]
+				r.st.fetches.Add(1)
+				if err := v.verify(next, b); err != nil {
+					bad[next-ru.q0] = err // settled after the request
+					continue
+				}
+				r.st.verified.Add(1)
+				r.complete(ru, next, b, fromNetwork, nil)
+			}
+		})
+	}
+	what := "first copy"
+	if n > 1 {
+		what = fmt.Sprintf("copy in a request for blocks %d-%d", ru.q0, ru.q1)
+	}
+	for j := range ru.calls {
+		i := ru.first + int64(j)
+		switch {
+		case i < ru.q0 || i > ru.q1:
+			b, src, err := r.load(ctx, v, i)
+			r.complete(ru, i, b, src, err)
+		case bad[i-ru.q0] != nil:
+			b, err := r.fromNetwork(ctx, v, i, bufs[i-ru.q0], bad[i-ru.q0], what)
+			if err == nil {
+				r.st.verified.Add(1)
+			}
+			r.complete(ru, i, b, fromNetwork, err)
+		case i >= next: // not delivered
+			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, ferr))
 		}
 	}
 }
 
-// fly runs flight f on the Reader's context. Waiters are released as soon
-// as the block is verified (and offered to the memory tier); the flight
-// stays registered until the block is in the disk tier and the memory tier
-// has applied it, so that a reader arriving in between joins the finished
-// flight instead of fetching again.
-func (r *Reader) fly(f *flight, m *Member, i int64, ahead bool) {
-	defer r.wg.Done()
-	if ahead {
-		defer func() { <-r.ahead }()
+// complete hands a loaded block to the memory tier, which finds it at once,
+// and to its call's waiters, then to the disk tier; the call is forgotten
+// last, so that a reader who arrives in between joins it instead of
+// fetching again.
+func (r *Reader) complete(ru *run, i int64, data []byte, src source, err error) {
+	k := key(&ru.m, i)
+	c := ru.calls[i-ru.first]
+	if err == nil && src != fromMem {
+		r.mem.Put(k, data)
 	}
-	ctx, cancel := context.WithDeadline(r.ctx, f.deadline)
-	defer cancel()
-	data, src, err := r.load(ctx, m, i)
-	r.complete(f, m, i, data, src, err)
-	if r.mem != nil && src != fromMem && err == nil {
-		r.mem.Wait()
+	c.Set(data, err)
+	if err == nil && src == fromNetwork && ru.disk {
+		_ = r.disk.Put(k, data) // best effort: the tier counts and logs a failure
 	}
-	r.forget(m, i, f)
+	r.calls.Forget(k, c)
 }
 
-// load returns the verified bytes of block i of m and where they came from.
-// It looks in the memory tier again (a flight that just finished may have
-// filled it), then in the disk tier, then fetches from the store. ctx is
-// the flight's context: the Reader's, with the read deadline.
-func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, error) {
+// load returns the verified bytes of block i of v's member alone, and
+// where they came from: from the disk tier (verified; a copy that fails is
+// removed, reported and fetched again), or else from the store.
+func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source, error) {
+	m := v.m
 	k := key(m, i)
 	off, n := blockRange(m, i)
-	if b, ok := r.memGet(m, i); ok {
-		return b, fromMem, nil
-	}
-	v := &verifier{r: r, m: m, off: off, n: n}
-	if err := v.loadOutboard(ctx); err != nil {
-		return nil, 0, r.failed(ctx, m, off, n, err)
-	}
-
 	if b, ok := r.disk.Get(k); ok {
-		err := v.check(ctx, b)
+		err := v.check(ctx, i, b)
 		if err == nil {
 			r.st.diskHits.Add(1)
 			r.st.verified.Add(1)
 			return b, fromDisk, nil
 		}
 		if !errors.Is(err, b3.ErrMismatch) { // the outboard could not be reloaded
-			return nil, 0, r.failed(ctx, m, off, n, err)
+			return nil, 0, r.failed(ctx, m, i, err)
 		}
 		r.disk.Remove(k)
 		r.st.mismatches.Add(1)
@@ -214,50 +304,51 @@ func (r *Reader) load(ctx context.Context, m *Member, i int64) ([]byte, source, 
 			return nil, 0, err
 		}
 	}
-
 	r.st.fetches.Add(1)
-	b, err := r.fetch(ctx, m, off, n)
-	if err != nil {
-		return nil, 0, r.failed(ctx, m, off, n, err)
+	b := make([]byte, n)
+	if err := r.fetch(ctx, m.Object, off, [][]byte{b}, nil); err != nil {
+		return nil, 0, r.failed(ctx, m, i, err)
 	}
-	if b, err = r.fromNetwork(ctx, v, b, v.verify(b), "first copy"); err != nil {
+	b, err := r.fromNetwork(ctx, v, i, b, v.verify(i, b), "first copy")
+	if err != nil {
 		return nil, 0, err
 	}
 	r.st.verified.Add(1)
 	return b, fromNetwork, nil
 }
 
-// fromNetwork settles a copy b of v's block fetched from the store, which
-// v.verify answered with bad, and returns the verified bytes or the
-// error (already reported) to give the readers. what names the copy in
-// events ("first copy", "copy in a span request"). A bad copy is checked
-// once more against a reloaded outboard (check), then fetched again alone,
-// as the bytes may have been damaged on the way. One "mismatch" event
-// From "network" is reported once the outcome is known: healed if the
-// refetched copy verifies, and otherwise the failure, which the read then
-// returns (wrapping b3.ErrMismatch); a refetch that fails for a storage
-// reason reports the mismatch and then the fetch failure. As everywhere,
-// an event that cannot be recorded fails the read (ErrNotRecorded).
-func (r *Reader) fromNetwork(ctx context.Context, v *verifier, b []byte, bad error, what string) ([]byte, error) {
-	m, off, n := v.m, v.off, v.n
-	err := v.recheck(ctx, b, bad)
+// fromNetwork settles a copy b of block i of v's member fetched from the
+// store, which v.verify answered with bad, and returns the verified bytes
+// or the error (already reported) to give the readers. what names the copy
+// in events. A bad copy is checked once more against a reloaded outboard
+// (recheck), then fetched again alone, as the bytes may have been damaged
+// on the way. One "mismatch" event From "network" is reported once the
+// outcome is known: healed if the refetched copy verifies, and otherwise
+// the failure, which the read then returns (wrapping b3.ErrMismatch); a
+// refetch that fails for a storage reason reports the mismatch and then
+// the fetch failure. As everywhere, an event that cannot be recorded fails
+// the read (ErrNotRecorded).
+func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte, bad error, what string) ([]byte, error) {
+	m := v.m
+	off, n := blockRange(m, i)
+	err := v.recheck(ctx, i, b, bad)
 	switch {
 	case err == nil:
 		return b, nil
 	case !errors.Is(err, b3.ErrMismatch): // the outboard could not be reloaded
-		return nil, r.failed(ctx, m, off, n, err)
+		return nil, r.failed(ctx, m, i, err)
 	}
 	r.st.mismatches.Add(1)
 	ev := Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork}
-	b, ferr := r.fetch(ctx, m, off, n)
-	if ferr != nil {
+	b = make([]byte, n)
+	if ferr := r.fetch(ctx, m.Object, off, [][]byte{b}, nil); ferr != nil {
 		ev.Err = fmt.Errorf("%s failed verification (%w), fetching the block again failed: %v", what, err, ferr)
 		if rerr := r.report(ev, nil); rerr != nil {
 			return nil, rerr
 		}
-		return nil, r.failed(ctx, m, off, n, ferr)
+		return nil, r.failed(ctx, m, i, ferr)
 	}
-	if err := v.verify(b); err != nil {
+	if err := v.verify(i, b); err != nil {
 		r.st.mismatches.Add(1)
 		err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, %s and the refetched copy failed verification: %w", m.Path, m.Object, off, n, what, err)
 		ev.Err = err
@@ -269,90 +360,4 @@ func (r *Reader) fromNetwork(ctx context.Context, v *verifier, b []byte, bad err
 		return nil, err
 	}
 	return b, nil
-}
-
-// failed reports a storage failure of the byte range off+n of m, unless
-// the Reader is closing, and returns the error to give the readers.
-func (r *Reader) failed(ctx context.Context, m *Member, off, n int64, err error) error {
-	err = fmt.Errorf("blocks: %s (%v) bytes %d+%d: %w", m.Path, m.Object, off, n, err)
-	if r.ctx.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
-	}
-	if ctx.Err() != nil && !errors.Is(err, ErrReadTimeout) {
-		// The deadline passed in a step that does not say so itself.
-		err = fmt.Errorf("%w (%v): %v", ErrReadTimeout, r.cfg.ReadTimeout, err)
-	}
-	kind := KindFetchFailed
-	if errors.Is(err, store.ErrNotFound) && !errors.Is(err, errOutboard) {
-		kind = KindVersionMissing
-	}
-	return r.report(Event{Kind: kind, Member: m, Off: off, Len: n, Err: err}, err)
-}
-
-// wholeMember reports whether m is a single block: such a member is
-// fetched whole and verified against its BLAKE3 digest directly, which
-// saves a request for its outboard (small files are read in one request).
-func wholeMember(m *Member) bool { return m.Size <= BlockSize }
-
-// verifier verifies the blocks of one load against the member's outboard.
-// It reloads the outboard from the store (fresh) at most once per load.
-type verifier struct {
-	r        *Reader
-	m        *Member
-	off, n   int64
-	outboard []byte
-	reloaded bool
-}
-
-func (v *verifier) loadOutboard(ctx context.Context) error {
-	if wholeMember(v.m) {
-		return nil // verified by its digest alone, no outboard to fetch
-	}
-	ob, err := v.r.outboard(ctx, v.m, false)
-	v.outboard = ob
-	return err
-}
-
-// verify checks b against the current outboard. A block of the wrong
-// length is a mismatch too: a truncated block that ends on a group boundary
-// would otherwise verify as a shorter range.
-func (v *verifier) verify(b []byte) error {
-	if int64(len(b)) != v.n {
-		return fmt.Errorf("block of %d bytes, want %d: %w", len(b), v.n, b3.ErrMismatch)
-	}
-	if wholeMember(v.m) {
-		if b3.Of(b) != v.m.Digest {
-			return fmt.Errorf("member of %d bytes: %w", len(b), b3.ErrMismatch)
-		}
-		return nil
-	}
-	if len(v.outboard) != b3.OutboardSize(v.m.Size) {
-		return fmt.Errorf("outboard of %d bytes, want %d: %w", len(v.outboard), b3.OutboardSize(v.m.Size), b3.ErrMismatch)
-	}
-	return b3.Verify(v.m.Digest, v.outboard, v.m.Size, v.off, b)
-}
-
-// check verifies b, and on a mismatch reloads the outboard (once per load)
-// and, if the store's outboard differs from the one used, verifies b again.
-// It returns an error wrapping b3.ErrMismatch if b is bad, or another error
-// if the outboard could not be reloaded.
-func (v *verifier) check(ctx context.Context, b []byte) error {
-	return v.recheck(ctx, b, v.verify(b))
-}
-
-// recheck is check for a b that v.verify has already answered with err.
-func (v *verifier) recheck(ctx context.Context, b []byte, err error) error {
-	if err == nil || v.reloaded || wholeMember(v.m) {
-		return err
-	}
-	v.reloaded = true
-	ob, oerr := v.r.outboard(ctx, v.m, true)
-	if oerr != nil {
-		return oerr
-	}
-	if bytes.Equal(ob, v.outboard) {
-		return err
-	}
-	v.outboard = ob
-	return v.verify(b)
 }

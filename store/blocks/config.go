@@ -1,0 +1,92 @@
+package blocks
+
+import (
+	"context"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// Member is what the reader needs to know about one member.
+type Member struct {
+	Path, ID string // for events only
+	Digest   b3.Sum
+	Size     int64
+	Object   store.Object // the exact version (or CAS blob) its bytes come from
+}
+
+// Outboards returns the Bao outboard of a member (stored at pin time for
+// members larger than b3.GroupSize). fresh=true bypasses any local copy and
+// reads it from the store again; the Reader asks for that once after a
+// verification failure, in case a cached outboard was bad.
+type Outboards interface {
+	Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) ([]byte, error)
+}
+
+// Config configures a Reader. Objects and Outboards are required; a zero
+// value elsewhere means the default.
+type Config struct {
+	Objects   store.ObjectReader
+	Outboards Outboards
+	// MemBytes is the memory tier's budget in bytes; <= 0 disables the tier.
+	MemBytes int64
+	// Disk is the disk tier; nil (or a Disk opened with limit 0) disables it.
+	// The caller owns it; several Readers may share one.
+	Disk *cache.Disk
+	// Reporter receives events; nil drops them.
+	Reporter Reporter
+
+	// OutboardBytes bounds the outboards kept in memory (default 64 MiB).
+	// The outboard in use is kept even if it alone is larger.
+	OutboardBytes int64
+	// Attempts, if > 0, caps the requests of one fetch that may fail other
+	// than by throttling, and the tries of one outboard load, in addition
+	// to ReadTimeout. The default (0) leaves ReadTimeout as the only
+	// bound: every failure that may pass is retried until then.
+	Attempts int
+	// Backoff is the wait before the first retry (default 100 ms); it
+	// doubles for each further retry, up to MaxBackoff (default 5 s).
+	// While the store throttles, the Reader's requests start at least
+	// Backoff apart, and at most MaxBackoff or 1 s (the lesser) apart.
+	Backoff, MaxBackoff time.Duration
+	// StallTimeout cuts off a request that delivers no bytes for this long
+	// (default 30 s).
+	StallTimeout time.Duration
+	// ReadTimeout bounds the time a block load may take, retries and
+	// waits for a throttling store included (default 60 s; keep it longer
+	// than StallTimeout so that one stalled response can be resumed). A
+	// load that runs out of time fails with ErrReadTimeout and a
+	// "fetch_failed" event.
+	ReadTimeout time.Duration
+	// Readahead is the most blocks read ahead of a sequential reader, the
+	// most readahead flights at once, and the most blocks Warm has in
+	// flight (default 16; < 0 disables readahead).
+	Readahead int
+	// SpanBlocks is the most consecutive blocks a sequential reader's
+	// miss asks for in one request (default 8: one 8 MiB request, as fast
+	// as the best raw GETs here; 1 disables runs of more than one block).
+	SpanBlocks int
+}
+
+func (c *Config) setDefaults() {
+	def := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	if c.OutboardBytes <= 0 {
+		c.OutboardBytes = 64 << 20
+	}
+	def(&c.Backoff, 100*time.Millisecond)
+	def(&c.MaxBackoff, 5*time.Second)
+	def(&c.StallTimeout, 30*time.Second)
+	def(&c.ReadTimeout, 60*time.Second)
+	if c.Readahead == 0 {
+		c.Readahead = 16
+	}
+	if c.SpanBlocks <= 0 {
+		c.SpanBlocks = 8
+	}
+}

@@ -1,0 +1,81 @@
+package blocks
+
+// The plan of a read: which blocks a miss fetches in one request, and how
+// far ahead a sequential reader is served. Pure functions, no I/O: the
+// flight (flight.go) asks them and does the rest.
+
+// maxSeq bounds the number of members whose read pattern is tracked.
+const maxSeq = 1024
+
+// seqState is the read pattern of one member (by digest): the last block
+// the previous read touched, the readahead window in blocks, and the
+// highest block readahead has covered.
+type seqState struct {
+	last, ahead int64
+	window      int64
+}
+
+// newSeq returns the state of a member not read yet: a first read from
+// block 0 counts as sequential.
+func newSeq() *seqState { return &seqState{last: -1, ahead: -1} }
+
+// advance records a read of blocks first..last of a member of nblocks
+// blocks and returns the blocks to read ahead, from..to (none if from >
+// to). A read that starts in the block where the previous read ended, or
+// in the next one, and goes on into a new block is sequential: the window
+// doubles (1, 2, 4, ... up to limit) and the blocks after last within the
+// window that readahead has not covered yet are returned. A read that
+// stays in the previous read's block changes nothing; any other read
+// closes the window.
+func (s *seqState) advance(first, last, nblocks, limit int64) (from, to int64) {
+	prev := s.last
+	s.last = last
+	switch {
+	case (first == prev || first == prev+1) && last > prev:
+		s.window = min(max(1, 2*s.window), limit)
+	case first == prev && last == prev:
+		return 0, -1 // still in the same block: its readahead was started already
+	default:
+		s.window = 0
+		s.ahead = last
+	}
+	return max(last+1, s.ahead+1), min(last+s.window, nblocks-1)
+}
+
+// sequential reports whether the window is open: a miss then fetches a run
+// of blocks rather than one.
+func (s *seqState) sequential() bool { return s != nil && s.window > 0 }
+
+// runBounds returns the blocks a run that must contain block i may cover:
+// i's group of span aligned blocks, within the member's nblocks blocks and
+// not before from. Concurrent reads of one group (the kernel sends a
+// sequential reader's readahead in parallel) then share one request
+// instead of splitting it. span <= 1 gives i alone.
+func runBounds(i, span, nblocks, from int64) (lo, hi int64) {
+	if span <= 1 {
+		return i, i
+	}
+	group := i - i%span
+	return max(group, min(from, i)), min(group+span, nblocks) - 1
+}
+
+// putOnDisk reports whether the blocks of a run go to the disk tier. A
+// sequential stream of a member larger than the tier's whole budget would
+// only push out everything else and then itself, so its blocks are kept
+// in memory alone; everything else is put (the tier refuses what does not
+// fit). limit is the tier's budget (0: disabled, nothing to put).
+func putOnDisk(sequential bool, size, limit int64) bool {
+	return limit > 0 && !(sequential && size > limit)
+}
+
+// blockRange returns the byte range of block i of m.
+func blockRange(m *Member, i int64) (off, n int64) {
+	off = i * BlockSize
+	return off, min(BlockSize, m.Size-off)
+}
+
+// numBlocks returns the number of blocks of a member of size bytes.
+func numBlocks(size int64) int64 { return (size + BlockSize - 1) / BlockSize }
+
+// covered records that readahead has started the blocks up to end.
+func (s *seqState) covered(end int64) { s.ahead = max(s.ahead, end) }

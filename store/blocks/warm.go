@@ -1,0 +1,87 @@
+package blocks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pinfs/pinfs/store/lru"
+)
+
+// Warm loads every block of m that the disk tier does not hold, verified,
+// into the caches (the disk tier when there is one), calling progress with
+// the bytes of each block as it is done (held already or loaded), in
+// order. It starts runs of up to Config.SpanBlocks blocks, several at once
+// (up to Config.Readahead blocks in flight), as a sequential reader's
+// readahead would, and returns the first error (a mismatch wraps
+// b3.ErrMismatch). When it returns nil the blocks are in the disk tier
+// (Disk.Flush has been called), unless the disk tier is disabled or
+// refused them. Blocks in the memory tier alone are written to disk
+// without being fetched again.
+func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) error {
+	if err := check(m, 0); err != nil {
+		return err
+	}
+	if !r.enter() {
+		return fmt.Errorf("%w: warm of %s", ErrClosed, m.Path)
+	}
+	defer r.reads.Done()
+	if progress == nil {
+		progress = func(int64) {}
+	}
+	type loading struct {
+		i     int64
+		c     *lru.Call[[]byte]
+		start time.Time
+	}
+	var queue []loading // in block order
+	settle := func() error {
+		l := queue[0]
+		queue = queue[1:]
+		b, err := r.get(ctx, m, l.i, pending{c: l.c}, l.start)
+		if err != nil {
+			return err
+		}
+		_ = r.disk.Put(key(m, l.i), b) // best effort, as for a read
+		progress(int64(len(b)))
+		return nil
+	}
+	nb := numBlocks(m.Size)
+	window := max(r.cfg.Readahead, 1)
+	span := int64(min(r.cfg.SpanBlocks, window))
+	for i := int64(0); i < nb; {
+		k := key(m, i)
+		_, n := blockRange(m, i)
+		if r.disk.Has(k) {
+			progress(n)
+			i++
+			continue
+		}
+		if b, ok := r.memGet(m, i); ok {
+			_ = r.disk.Put(k, b)
+			progress(n)
+			i++
+			continue
+		}
+		for len(queue) > 0 && len(queue)+int(span) > window {
+			if err := settle(); err != nil {
+				return err
+			}
+		}
+		start := time.Now()
+		cs, first := r.startRun(m, i, i, min(i+span, nb)-1, runWarm, false)
+		for j, c := range cs {
+			queue = append(queue, loading{first + int64(j), c, start})
+		}
+		i = first + int64(len(cs))
+	}
+	for len(queue) > 0 {
+		if err := settle(); err != nil {
+			return err
+		}
+	}
+	if r.disk != nil {
+		r.disk.Flush()
+	}
+	return nil
+}
