@@ -200,7 +200,8 @@ func (s *Server) args() []string {
 		"--access", s.AccessKey,
 		"--secret", s.SecretKey,
 		"--region", s.Region,
-		"--quiet", // no per-request lines on stdout
+		"--quiet",      // no per-request lines on stdout
+		"--keep-alive", // as S3 does: without it every request pays a TCP connect, which no real client sees
 		"posix",
 		"--versioning-dir", s.VersioningDir,
 		s.DataDir,
