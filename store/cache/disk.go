@@ -42,15 +42,26 @@ const (
 // The directory is the index: Get and Has look for the block's file, so
 // a block another process wrote is found. Get does not verify: the bytes
 // are whatever the file holds, and the caller verifies them and calls
-// Remove for a block that fails. Put writes a temporary file in the
-// block's directory and renames it, so no partial block is ever visible
-// under a block's name. Data is not fsynced: after a crash a block may be
-// empty or torn, which verification catches.
+// Remove for a block that fails. Get refreshes a file's modification time
+// (the eviction order) only when it is older than touchAge.
+//
+// # Write-behind
+//
+// Put queues the block and returns; a writer goroutine per Disk writes the
+// queue in batches (diskwriter.go). Get and Has see a queued block at once;
+// a Put that finds more than maxQueued bytes waiting drops the block and
+// counts it (DiskStats.Dropped); Flush waits for the writes queued before
+// it, and Close flushes. The writer writes each block to a temporary file
+// in the block's directory and renames it, so no partial block is ever
+// visible under a block's name. Data is not fsynced: after a crash a block
+// may be empty or torn, which verification catches. The layout on disk is
+// the one earlier versions wrote and read.
 //
 // # Shared accounting
 //
-// Put, Remove and eviction hold an exclusive flock on the directory and
-// keep the directory's totals in an extended attribute of the directory
+// The writer (once per batch of up to maxBatch blocks), Remove and
+// eviction hold an exclusive flock on the directory and keep the
+// directory's totals in an extended attribute of the directory
 // (user.pinfs.usage; <dir>/.usage, a symbolic link, where the file system
 // has none). When a Put would take the
 // directory over its budget, the Disk lists the directory and removes the
@@ -81,8 +92,22 @@ type Disk struct {
 	// lock.
 	bytes, blocks atomic.Int64
 
-	hits, misses, evictions, writes, removed, writeErrors atomic.Int64
-	warned                                                atomic.Bool
+	hits, misses, evictions, writes, removed, writeErrors, dropped atomic.Int64
+	warned                                                         atomic.Bool
+
+	// The write-behind queue (diskwriter.go). wmu guards the fields
+	// below it; wcond signals a change of fifo, done or closing. A writer
+	// holding the directory's lock may take wmu, never the reverse.
+	wmu        sync.Mutex
+	wcond      sync.Cond
+	queued     map[Key]*pending // blocks Put and not yet written, by key
+	fifo       []*pending       // the same, in the order of Put, not yet taken by the writer
+	qbytes     int64            // bytes in queued
+	enq, done  uint64           // seq of the last Put queued, of the last written or failed
+	closing    bool
+	writerDone chan struct{} // closed when the writer returns; nil before the first Put
+
+	beforeBatch func() // a test's hook, run by the writer before each batch
 }
 
 // DiskStats counts the disk tier's activity. Bytes and Blocks are the
@@ -95,6 +120,7 @@ type DiskStats struct {
 	Writes       int64 // blocks written
 	Removed      int64 // blocks dropped by Remove or found unreadable
 	WriteErrors  int64 // blocks that could not be written
+	Dropped      int64 // blocks not written because the write queue was full
 }
 
 // DiskOption configures OpenDisk.
@@ -122,6 +148,7 @@ func WithLogger(l *slog.Logger) DiskOption {
 // the store all the same. The only error is an empty dir.
 func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
 	d := &Disk{dir: dir, limit: limit, log: slog.New(slog.DiscardHandler)}
+	d.wcond.L = &d.wmu
 	for _, o := range opts {
 		o(d)
 	}
@@ -169,9 +196,14 @@ func (d *Disk) disable(err error) *Disk {
 	return d
 }
 
-// Close releases the directory. The tier must not be used afterwards.
+// Close writes the blocks still queued and releases the directory. The
+// tier must not be used afterwards.
 func (d *Disk) Close() error {
-	if d == nil || d.lock == nil {
+	if d == nil {
+		return nil
+	}
+	d.stopWriter()
+	if d.lock == nil {
 		return nil
 	}
 	return d.lock.Close()
@@ -188,12 +220,6 @@ func (d *Disk) Limit() int64 {
 	return d.limit
 }
 
-// Flush returns once every Put that returned before it has reached the
-// directory (or failed). Put writes synchronously today, so Flush has
-// nothing to wait for; callers that need blocks on disk (pinfs warm) call
-// it so that a write-behind Put stays correct.
-func (d *Disk) Flush() {}
-
 func (d *Disk) enabled() bool { return d != nil && d.limit > 0 }
 
 // path returns the file name of k's block.
@@ -202,15 +228,25 @@ func (d *Disk) path(k Key) string {
 	return filepath.Join(d.dir, h[:2], h+"-"+strconv.FormatInt(k.Index, 10))
 }
 
-// Get returns the bytes of k's block file, unverified, and marks the block
-// as recently used. A block whose file cannot be read, or has an
-// impossible size, is removed and reported as a miss.
+// touchAge is how old a block file's modification time may be before a
+// hit refreshes it: the eviction order is exact to within touchAge, and a
+// block read again and again is not touched (a metadata write) on every
+// read.
+const touchAge = time.Minute
+
+// Get returns the bytes of k's block, unverified, from the write queue or
+// from its file, and marks the block as recently used. A block whose file
+// cannot be read, or has an impossible size, is removed and reported as a
+// miss. The bytes must not be modified: a queued block is shared.
 func (d *Disk) Get(k Key) ([]byte, bool) {
 	if !d.enabled() {
 		return nil, false
 	}
-	p := d.path(k)
-	b, err := readBlock(p)
+	if b, ok := d.queuedBlock(k); ok {
+		d.hits.Add(1)
+		return b, true
+	}
+	b, err := readBlock(d.path(k))
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			d.Remove(k)
@@ -218,91 +254,79 @@ func (d *Disk) Get(k Key) ([]byte, bool) {
 		d.misses.Add(1)
 		return nil, false
 	}
-	now := time.Now()
-	_ = os.Chtimes(p, now, now) // best effort: only the eviction order depends on it
 	d.hits.Add(1)
 	return b, true
 }
 
-// readBlock reads a block file of 1 to BlockSize bytes.
+// readBlock reads a block file of 1 to BlockSize bytes into a buffer of
+// its size, with plain system calls (os.File would also try to register
+// the file with the poller), and refreshes its modification time when it
+// is older than touchAge.
 func readBlock(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
-	if !info.Mode().IsRegular() || info.Size() <= 0 || info.Size() > BlockSize {
-		return nil, fmt.Errorf("%s: not a block file (%v, %d bytes)", p, info.Mode().Type(), info.Size())
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || !isBlockSize(st.Size) {
+		return nil, fmt.Errorf("%s: not a block file (mode %o, %d bytes)", p, st.Mode, st.Size)
 	}
-	b := make([]byte, info.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, err
+	b := make([]byte, st.Size)
+	for n := 0; n < len(b); {
+		k, err := unix.Read(fd, b[n:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		case k == 0:
+			return nil, fmt.Errorf("%s: %w", p, io.ErrUnexpectedEOF)
+		}
+		n += k
+	}
+	if time.Since(time.Unix(st.Mtim.Unix())) > touchAge {
+		// Best effort: only the eviction order depends on it.
+		_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, 0)
 	}
 	return b, nil
 }
 
-// Put stores b as k's block unless it is already there or is larger than
-// the whole budget, evicting least recently used blocks first when the
-// directory would go over its budget. An error is also counted and, the
-// first time, logged; it leaves the tier as it was.
+// Put queues b as k's block for the tier's writer and returns; it does
+// nothing for a block already there or larger than the whole budget. b
+// must not be modified afterwards. Get and Has see a queued block at once.
+// The writer evicts least recently used blocks first when the directory
+// would go over its budget; a write that fails is counted and, the first
+// time, logged, and leaves the tier as it was. When more than maxQueued
+// bytes wait, the block is dropped (DiskStats.Dropped) rather than making
+// the reader wait. Flush waits for the queued writes.
 func (d *Disk) Put(k Key, b []byte) error {
 	n := int64(len(b))
-	if !d.enabled() || n > d.limit {
-		return nil
-	}
-	final := d.path(k)
-	if d.Has(k) {
-		now := time.Now()
-		_ = os.Chtimes(final, now, now)
+	if !d.enabled() || n > d.limit || n == 0 {
 		return nil
 	}
 	if d.lock == nil {
 		return d.writeFailed(k, errors.New("the directory cannot be written"))
 	}
-	tmp, err := writeTemp(filepath.Dir(final), b)
-	if err != nil {
-		return d.writeFailed(k, err)
-	}
-	wrote := false
-	err = d.locked(func(t *totals) error {
-		if _, err := os.Lstat(final); err == nil {
-			return nil // another Put, perhaps of another process, won the race
-		}
-		if !t.ok || t.bytes+n > d.limit {
-			if err := d.evictLocked(t, n, d.lowWater()-n); err != nil {
-				return err
-			}
-		}
-		if err := os.Rename(tmp, final); err != nil {
-			return err
-		}
-		t.bytes += n
-		t.blocks++
-		wrote = true
-		return nil
-	})
-	if !wrote {
-		os.Remove(tmp)
-	}
-	if err != nil {
-		return d.writeFailed(k, err)
-	}
-	if wrote {
-		d.writes.Add(1)
+	if !d.enqueue(k, b) {
+		d.dropped.Add(1)
 	}
 	return nil
 }
 
 // writeTemp writes b to a new temporary file in dir and returns its name.
+// The directory is made only when the create fails for want of it.
 func writeTemp(dir string, b []byte) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", err
+		}
+		f, err = os.CreateTemp(dir, tmpPrefix+"*")
+	}
 	if err != nil {
 		return "", err
 	}
@@ -333,6 +357,9 @@ func (d *Disk) Has(k Key) bool {
 	if !d.enabled() {
 		return false
 	}
+	if _, ok := d.queuedBlock(k); ok {
+		return true
+	}
 	info, err := os.Lstat(d.path(k))
 	return err == nil && info.Mode().IsRegular() && info.Size() > 0 && info.Size() <= BlockSize
 }
@@ -342,6 +369,7 @@ func (d *Disk) Remove(k Key) {
 	if !d.enabled() || d.lock == nil {
 		return
 	}
+	d.unqueue(k)
 	p := d.path(k)
 	d.locked(func(t *totals) error {
 		info, err := os.Lstat(p)
@@ -588,6 +616,6 @@ func (d *Disk) Stats() DiskStats {
 		Hits: d.hits.Load(), Misses: d.misses.Load(),
 		Bytes: d.bytes.Load(), Blocks: d.blocks.Load(),
 		Evictions: d.evictions.Load(), Writes: d.writes.Load(), Removed: d.removed.Load(),
-		WriteErrors: d.writeErrors.Load(),
+		WriteErrors: d.writeErrors.Load(), Dropped: d.dropped.Load(),
 	}
 }

@@ -48,7 +48,7 @@ func TestDiskPutGet(t *testing.T) {
 	if _, ok := d.Get(k); ok {
 		t.Fatal("hit in an empty cache")
 	}
-	if err := d.Put(k, block(k, 1000)); err != nil {
+	if err := put(d, k, block(k, 1000)); err != nil {
 		t.Fatal(err)
 	}
 	b, ok := d.Get(k)
@@ -79,7 +79,7 @@ func TestDiskDisabled(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "blocks")
 	d := openDisk(t, dir, 0)
 	k := key(1, 0)
-	if err := d.Put(k, block(k, 10)); err != nil {
+	if err := put(d, k, block(k, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := d.Get(k); ok {
@@ -111,7 +111,7 @@ func TestDiskLRU(t *testing.T) {
 	base := time.Now().Add(-time.Hour)
 	for i := range 8 {
 		k := key(i, 0)
-		d.Put(k, block(k, bs))
+		put(d, k, block(k, bs))
 		age(t, d, k, base, i) // 0 is the oldest
 	}
 	if st := d.Stats(); st.Evictions != 0 || st.Bytes != 8*bs {
@@ -119,7 +119,7 @@ func TestDiskLRU(t *testing.T) {
 	}
 	d.Get(key(0, 0)) // 0 is now the most recently used; 1 and 2 the least
 	// A ninth block: the tier evicts down to 7 blocks less room for it.
-	d.Put(key(8, 0), block(key(8, 0), bs))
+	put(d, key(8, 0), block(key(8, 0), bs))
 	for i := range 9 {
 		_, ok := d.Get(key(i, 0))
 		if want := i != 1 && i != 2; ok != want {
@@ -132,7 +132,7 @@ func TestDiskLRU(t *testing.T) {
 	}
 	// A block larger than the whole budget is not cached and evicts nothing.
 	big := key(9, 0)
-	d.Put(big, block(big, 9*bs))
+	put(d, big, block(big, 9*bs))
 	if _, ok := d.Get(big); ok || d.Stats().Blocks != 7 {
 		t.Fatal("an oversized block was cached")
 	}
@@ -145,7 +145,7 @@ func TestDiskReopen(t *testing.T) {
 	base := time.Now().Add(-time.Hour)
 	for i := range 4 {
 		k := key(i, int64(i))
-		d.Put(k, block(k, bs))
+		put(d, k, block(k, bs))
 		// Block 2 is the oldest, then 0, 3, 1.
 		age := map[int]int{2: 0, 0: 1, 3: 2, 1: 3}[i]
 		mt := base.Add(time.Duration(age) * time.Minute)
@@ -192,7 +192,7 @@ func TestDiskReopen(t *testing.T) {
 func TestDiskVanishedFile(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 1<<20)
 	k := key(1, 0)
-	d.Put(k, block(k, 100))
+	put(d, k, block(k, 100))
 	os.Remove(d.path(k))
 	if _, ok := d.Get(k); ok || d.Has(k) {
 		t.Fatal("hit for a deleted file")
@@ -214,7 +214,7 @@ func TestDiskConcurrent(t *testing.T) {
 				k := key((g*7+i)%20, 0)
 				switch i % 3 {
 				case 0:
-					if err := d.Put(k, block(k, bs)); err != nil {
+					if err := put(d, k, block(k, bs)); err != nil {
 						t.Error(err)
 					}
 				case 1:
@@ -240,4 +240,12 @@ func TestDiskConcurrent(t *testing.T) {
 			t.Errorf("temp file left: %s", f)
 		}
 	}
+}
+
+// put is Put then Flush: the block is in the directory, or its write
+// failed, when it returns.
+func put(d *Disk, k Key, b []byte) error {
+	err := d.Put(k, b)
+	d.Flush()
+	return err
 }

@@ -1,0 +1,213 @@
+package cache
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Write-behind. Put hands a block to the Disk's writer goroutine and
+// returns: the read path never waits for a file create, a rename or the
+// directory's lock. The writer takes what is queued in batches, writes
+// each block to a temporary file, then renames the whole batch into place
+// and updates the directory's totals under one hold of the lock.
+
+const (
+	// maxQueued bounds the bytes of blocks accepted by Put and not yet
+	// written. A Put that would pass it is dropped and counted: a reader
+	// faster than the disk should not wait for it, nor fill memory.
+	maxQueued = 64 << 20
+	// maxBatch bounds the blocks renamed under one hold of the lock, so
+	// that other processes sharing the directory get their turn.
+	maxBatch = 32
+)
+
+// pending is a block accepted by Put and not yet written: seq is its place
+// in the order of Puts.
+type pending struct {
+	k   Key
+	b   []byte
+	seq uint64
+}
+
+// queuedBlock returns the bytes of k's block if a Put queued it and it is
+// not written yet.
+func (d *Disk) queuedBlock(k Key) ([]byte, bool) {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if p, ok := d.queued[k]; ok {
+		return p.b, true
+	}
+	return nil, false
+}
+
+// enqueue queues b as k's block for the writer. It reports false when the
+// queue is full or closed; a block already queued counts as queued.
+func (d *Disk) enqueue(k Key, b []byte) bool {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if _, ok := d.queued[k]; ok {
+		return true
+	}
+	if d.closing || d.qbytes+int64(len(b)) > maxQueued {
+		return false
+	}
+	if d.queued == nil {
+		d.queued = make(map[Key]*pending)
+		d.writerDone = make(chan struct{})
+		go d.writer()
+	}
+	d.enq++
+	p := &pending{k: k, b: b, seq: d.enq}
+	d.queued[k] = p
+	d.fifo = append(d.fifo, p)
+	d.qbytes += int64(len(b))
+	d.wcond.Broadcast()
+	return true
+}
+
+// unqueue forgets k's queued block, if any (Remove).
+func (d *Disk) unqueue(k Key) {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if p, ok := d.queued[k]; ok {
+		delete(d.queued, k)
+		d.qbytes -= int64(len(p.b))
+	}
+}
+
+// stillQueued reports whether p is still k's queued block: not removed,
+// nor replaced by a later Put. The writer writes only those.
+func (d *Disk) stillQueued(p *pending) bool {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	return d.queued[p.k] == p
+}
+
+// Flush returns once every Put that returned before it has reached the
+// directory (or failed, or was dropped).
+func (d *Disk) Flush() {
+	if d == nil {
+		return
+	}
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	for target := d.enq; d.done < target; {
+		d.wcond.Wait()
+	}
+}
+
+// stopWriter flushes the queue and stops the writer.
+func (d *Disk) stopWriter() {
+	d.wmu.Lock()
+	d.closing = true
+	done := d.writerDone
+	d.wcond.Broadcast()
+	d.wmu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// writer writes queued blocks in batches until the Disk closes.
+func (d *Disk) writer() {
+	defer close(d.writerDone)
+	for {
+		d.wmu.Lock()
+		for len(d.fifo) == 0 && !d.closing {
+			d.wcond.Wait()
+		}
+		if len(d.fifo) == 0 {
+			d.wmu.Unlock()
+			return
+		}
+		n := min(len(d.fifo), maxBatch)
+		batch := make([]*pending, n)
+		copy(batch, d.fifo)
+		d.fifo = append(d.fifo[:0], d.fifo[n:]...)
+		d.wmu.Unlock()
+
+		if d.beforeBatch != nil {
+			d.beforeBatch()
+		}
+		d.writeBatch(batch)
+
+		d.wmu.Lock()
+		for _, p := range batch {
+			if d.queued[p.k] == p {
+				delete(d.queued, p.k)
+				d.qbytes -= int64(len(p.b))
+			}
+		}
+		d.done = batch[n-1].seq
+		d.wcond.Broadcast()
+		d.wmu.Unlock()
+	}
+}
+
+// writeBatch writes the blocks of batch that are not in the directory yet
+// to temporary files, then renames them into place under one hold of the
+// directory's lock, evicting as needed. Failures are counted and logged
+// once, as a synchronous Put's were.
+func (d *Disk) writeBatch(batch []*pending) {
+	if d.lock == nil {
+		for _, p := range batch {
+			d.writeFailed(p.k, errors.New("the directory cannot be written"))
+		}
+		return
+	}
+	tmps := make([]string, len(batch))
+	for i, p := range batch {
+		final := d.path(p.k)
+		if _, err := os.Lstat(final); err == nil {
+			now := time.Now()
+			_ = os.Chtimes(final, now, now) // rewritten: recently used
+			continue
+		}
+		if !d.stillQueued(p) {
+			continue
+		}
+		tmp, err := writeTemp(filepath.Dir(final), p.b)
+		if err != nil {
+			d.writeFailed(p.k, err)
+			continue
+		}
+		tmps[i] = tmp
+	}
+	wrote := make([]bool, len(batch))
+	err := d.locked(func(t *totals) error {
+		for i, p := range batch {
+			if tmps[i] == "" || !d.stillQueued(p) {
+				continue
+			}
+			final := d.path(p.k)
+			if _, err := os.Lstat(final); err == nil {
+				continue // another process wrote it meanwhile
+			}
+			n := int64(len(p.b))
+			if !t.ok || t.bytes+n > d.limit {
+				if err := d.evictLocked(t, n, d.lowWater()-n); err != nil {
+					return err
+				}
+			}
+			if err := os.Rename(tmps[i], final); err != nil {
+				return err
+			}
+			t.bytes += n
+			t.blocks++
+			wrote[i] = true
+			d.writes.Add(1)
+		}
+		return nil
+	})
+	for i, p := range batch {
+		if tmps[i] == "" || wrote[i] {
+			continue
+		}
+		os.Remove(tmps[i])
+		if err != nil {
+			d.writeFailed(p.k, err)
+		}
+	}
+}

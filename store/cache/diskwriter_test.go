@@ -1,0 +1,120 @@
+package cache
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// holdWriter makes d's writer wait before each batch until the returned
+// function is called.
+func holdWriter(d *Disk) (release func()) {
+	gate := make(chan struct{})
+	d.beforeBatch = func() { <-gate }
+	return func() { close(gate) }
+}
+
+// A queued block is served at once, written once, and on disk after Flush.
+func TestDiskWriteBehind(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 8*BlockSize)
+	release := holdWriter(d)
+	k := key(1, 0)
+	b := block(k, 5000)
+	if err := d.Put(k, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(k, block(k, 5000)); err != nil { // the reader fetched it twice
+		t.Fatal(err)
+	}
+	if got, ok := d.Get(k); !ok || !bytes.Equal(got, b) || !d.Has(k) {
+		t.Fatalf("a queued block is not served: Get %v, Has %v", ok, d.Has(k))
+	}
+	if _, err := os.Stat(d.path(k)); err == nil {
+		t.Fatal("the block reached the directory while the writer was held")
+	}
+	release()
+	d.Flush()
+	if got, err := os.ReadFile(d.path(k)); err != nil || !bytes.Equal(got, b) {
+		t.Fatalf("after Flush: %v", err)
+	}
+	if st := d.Stats(); st.Writes != 1 || st.Blocks != 1 || st.Bytes != 5000 || st.Hits != 1 {
+		t.Fatalf("stats %+v, want one write", st)
+	}
+}
+
+// A full queue drops blocks and counts them; it never blocks Put.
+func TestDiskQueueFull(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 1<<30)
+	release := holdWriter(d)
+	data := make([]byte, BlockSize)
+	const n = maxQueued/BlockSize + 3
+	for i := range n {
+		if err := d.Put(key(i, 0), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := d.Stats()
+	if st.Dropped != 3 {
+		t.Fatalf("stats %+v, want 3 dropped", st)
+	}
+	if d.Has(key(n-1, 0)) {
+		t.Fatal("a dropped block is served")
+	}
+	release()
+	d.Flush()
+	if st := d.Stats(); st.Writes != n-3 || st.Blocks != n-3 {
+		t.Fatalf("after Flush: %+v, want %d written", st, n-3)
+	}
+	// The queue has room again.
+	if d.Put(key(n, 0), data); !d.Has(key(n, 0)) || d.Stats().Dropped != 3 {
+		t.Fatal("the queue does not take blocks after it drained")
+	}
+}
+
+// Remove drops a queued block: it is neither served nor written.
+func TestDiskRemoveQueued(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 8*BlockSize)
+	release := holdWriter(d)
+	k, other := key(1, 0), key(2, 0)
+	d.Put(k, block(k, 100))
+	d.Put(other, block(other, 100))
+	d.Remove(k)
+	if d.Has(k) {
+		t.Fatal("a removed queued block is served")
+	}
+	release()
+	d.Flush()
+	if _, err := os.Stat(d.path(k)); err == nil {
+		t.Fatal("a removed queued block was written")
+	}
+	if !d.Has(other) || d.Stats().Writes != 1 {
+		t.Fatalf("the other block: Has %v, stats %+v", d.Has(other), d.Stats())
+	}
+}
+
+// Close writes what is queued.
+func TestDiskCloseFlushes(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDisk(dir, 8*BlockSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []Key
+	for i := range 40 {
+		k := key(i, 0)
+		keys = append(keys, k)
+		d.Put(k, block(k, 1000))
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d2 := openDisk(t, dir, 8*BlockSize)
+	for _, k := range keys {
+		if b, ok := d2.Get(k); !ok || !bytes.Equal(b, block(k, 1000)) {
+			t.Fatalf("block %v not on disk after Close", k)
+		}
+	}
+	if st := d2.Stats(); st.Blocks != 40 {
+		t.Fatalf("stats after reopen %+v", st)
+	}
+}
