@@ -11,7 +11,7 @@ import (
 
 // TestOnlyPinnedReads checks the package's structure: the S3 GetObject and
 // HeadObject calls stand only in getVersion and headVersion (which set
-// VersionId) and in Bucket's getBlob and headBlob (store blobs by key), and
+// VersionId) and in Bucket's getBlob, openBlob and headBlob (store blobs by key), and
 // only Bucket methods call the latter two. A new read path that skips the
 // version has to change this test.
 func TestOnlyPinnedReads(t *testing.T) {
@@ -22,7 +22,7 @@ func TestOnlyPinnedReads(t *testing.T) {
 	}
 	allowed := map[string]string{ // S3 call's enclosing function -> receiver
 		"getVersion": "Client", "headVersion": "Client",
-		"getBlob": "Bucket", "headBlob": "Bucket",
+		"getBlob": "Bucket", "headBlob": "Bucket", "openBlob": "Bucket",
 	}
 	seen := map[string]bool{}
 	for _, e := range entries {
@@ -59,7 +59,7 @@ func TestOnlyPinnedReads(t *testing.T) {
 					if recv == "Client" && !setsField(call, "VersionId") {
 						t.Errorf("%s: %s in %s does not set VersionId", pos, m, fn.Name.Name)
 					}
-				case "getBlob", "headBlob":
+				case "getBlob", "headBlob", "openBlob":
 					if recv != "Bucket" {
 						t.Errorf("%s: %s called from %s.%s; only Bucket reads its blobs by key", pos, m, recv, fn.Name.Name)
 					}

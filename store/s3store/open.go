@@ -19,6 +19,12 @@ func (b *Bucket) Open(ctx context.Context, key string) (io.ReadCloser, int64, er
 	if err != nil {
 		return nil, 0, err
 	}
+	return b.openBlob(ctx, k)
+}
+
+// openBlob GETs the current version of the store key k (from objectKey)
+// as a stream: getBlob without reading the body.
+func (b *Bucket) openBlob(ctx context.Context, k string) (io.ReadCloser, int64, error) {
 	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
 	if err != nil {
 		return nil, 0, mapErr("get", b.where(k), err)
