@@ -1,6 +1,8 @@
 // Package cache holds the two block cache tiers of the pinfs read path: a
-// memory tier (Mem, ristretto, bounded by bytes) and a disk tier (Disk, one
-// file per block, bounded by bytes, least recently used evicted first).
+// memory tier (Mem, ristretto, bounded by bytes, behind a small front that
+// admits every block at once, so that ristretto's admission policy never
+// loses a block read ahead) and a disk tier (Disk, bounded by bytes, least
+// recently used evicted first).
 //
 // Both tiers are keyed by Key, a member's BLAKE3 content digest and a block
 // index, never by a path, a manifest or a version: two manifests that share
