@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"lukechampine.com/blake3/bao"
+	"lukechampine.com/blake3/guts"
 )
 
 const (
@@ -107,7 +108,8 @@ func Verify(d Sum, outboard []byte, size, off int64, data []byte) error {
 	case len(outboard) != OutboardSize(size) || int64(binary.LittleEndian.Uint64(outboard)) != size:
 		return fmt.Errorf("verify: outboard does not describe %d bytes: %w", size, ErrMismatch)
 	}
-	if !bao.VerifyChunk(data, outboard, GroupLog, uint64(off), d) {
+	w := &outboardWalk{data: data, ob: outboard[8:], off: uint64(off)}
+	if !w.verify(sumCV(d[:]), 0, uint64(size), guts.FlagRoot, 0) {
 		return ErrMismatch
 	}
 	return nil

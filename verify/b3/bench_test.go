@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"lukechampine.com/blake3"
+	"lukechampine.com/blake3/bao"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -67,6 +68,16 @@ func BenchmarkVerifyBlock(b *testing.B) {
 			off := (i % n) * block
 			if err := b3.Verify(root, ob, size, int64(off), data[off:off+block]); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("bao", func(b *testing.B) { // what Verify called before
+		b.SetBytes(block)
+		defer reportCPU(b, block)()
+		for i := 0; b.Loop(); i++ {
+			off := (i % n) * block
+			if !bao.VerifyChunk(data[off:off+block], ob, b3.GroupLog, uint64(off), root) {
+				b.Fatal("mismatch")
 			}
 		}
 	})

@@ -2,9 +2,11 @@ package b3_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"lukechampine.com/blake3"
+	"lukechampine.com/blake3/bao"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -72,7 +74,8 @@ func FuzzOf(f *testing.F) {
 }
 
 // FuzzVerify checks that Verify never panics, accepts every aligned range
-// of a member under its outboard and refuses it with a byte changed.
+// of a member under its outboard, refuses it with a byte changed, and
+// judges a damaged outboard as bao.VerifyChunk does.
 func FuzzVerify(f *testing.F) {
 	f.Add(uint32(3<<20+5), uint16(1), uint16(4), uint32(7), uint32(0))
 	f.Add(uint32(b3.GroupSize), uint16(0), uint16(1), uint32(7), uint32(0))
@@ -97,7 +100,14 @@ func FuzzVerify(f *testing.F) {
 		if b3.Verify(d, ob, int64(n), int64(off), bad) == nil {
 			t.Fatalf("size %d, range %d+%d: a changed byte verified", n, off, end-off)
 		}
+		// A damaged outboard: Verify agrees with what it did before it
+		// walked the outboard itself (length prefix, then bao).
 		ob[int(flipOb)%len(ob)] ^= byte(flipOb>>24 | 1)
-		b3.Verify(d, ob, int64(n), int64(off), data[off:end]) // must not panic
+		got := b3.Verify(d, ob, int64(n), int64(off), data[off:end]) == nil
+		want := binary.LittleEndian.Uint64(ob) == uint64(n) &&
+			bao.VerifyChunk(data[off:end], ob, b3.GroupLog, uint64(off), d)
+		if got != want {
+			t.Fatalf("size %d, range %d+%d, outboard byte %d changed: Verify %v, bao %v", n, off, end-off, int(flipOb)%len(ob), got, want)
+		}
 	})
 }
