@@ -1,7 +1,9 @@
 // Package bench is `make bench`: one end-to-end run that starts versitygw,
-// creates the data, measures the raw baselines and pinfs in the same run,
-// and prints (and writes to bench/results.md) a table of ratios against
-// the targets of the read-path issue. It runs only with PINFS_BENCH=1.
+// creates the data, measures the baselines (raw aws-sdk-go-v2, s3fs,
+// b3sum, the page cache) and pinfs in the same run, and prints (and
+// writes to bench/results.md) one table with them side by side and a
+// verdict per target; the targets (issue 10) are the constants of
+// targets_test.go, fixed before measuring. It runs only with PINFS_BENCH=1.
 package bench
 
 import (
@@ -46,6 +48,7 @@ type smallObj struct{ key, member, version string }
 type bench struct {
 	bin        string
 	hasMetrics bool   // pinfs mount has --metrics-addr (Prometheus metrics and pprof)
+	hasWarm    bool   // pinfs has the warm command
 	root       string // repository root
 	s          *s3test.Server
 	env        []string
@@ -57,11 +60,15 @@ type bench struct {
 	smallDigest           string
 	localFile             string // 1 GiB local copy of the big object
 
-	rawBest   float64       // GB/s, best raw parallel GET of the big object
-	coldWall  time.Duration // pinfs cold sequential read of the big object
-	loadStart string        // /proc/loadavg when the run started
-	quiet     string        // how busy the machine was before measuring
-	pageCache float64       // GB/s, local file in the page cache
+	rawBest    float64       // GB/s, best raw parallel GET of the big object
+	coldWall   time.Duration // pinfs cold sequential read of the big object
+	loadStart  string        // /proc/loadavg when the run started
+	quiet      string        // how busy the machine was before measuring
+	pageCache  float64       // GB/s, local file in the page cache
+	b3sum      float64       // GB/s, b3sum --num-threads 2 of the local file (NaN when it failed)
+	b3sumErr   error
+	diskRate   float64 // GB/s, pinfs reading the 1 GiB member from its disk cache
+	rawSmall16 measure // raw GETs of the 2000 small objects, 16 at a time
 
 	rows    []row
 	cpu     []measure
@@ -90,6 +97,8 @@ func TestBench(t *testing.T) {
 	benchBin = b.bin
 	help := run(time.Minute, nil, b.bin, "mount", "--help")
 	b.hasMetrics = strings.Contains(help.stdout+help.stderr, "--metrics-addr")
+	warmHelp := run(time.Minute, nil, b.bin, "warm", "--help")
+	b.hasWarm = strings.Contains(warmHelp.stdout+warmHelp.stderr, "--cache-dir")
 	defer b.report(t)
 
 	// A shared machine: wait (bounded) for other work to calm down.
@@ -104,6 +113,7 @@ func TestBench(t *testing.T) {
 
 	t.Run("sequential", b.sequential)
 	t.Run("small-files", b.smallFiles)
+	t.Run("warm", b.warm)
 	t.Run("random-reads", b.randomReads)
 	t.Run("million-members", b.millionMembers)
 	t.Run("runs", b.runsScale)
@@ -260,9 +270,15 @@ func (b *bench) pin(t *testing.T, src, store string, env []string, what string) 
 // pinfs find the server side in the same state (in memory).
 func (b *bench) warmServer(t *testing.T, objs ...smallObj) {
 	t.Helper()
+	b.warmBucket(t, "data", objs...)
+}
+
+// warmBucket is warmServer for objects of any bucket.
+func (b *bench) warmBucket(t *testing.T, bucket string, objs ...smallObj) {
+	t.Helper()
 	buf := make([]byte, 1<<20)
 	for _, o := range objs {
-		f, err := os.Open(b.s.VersionPath(t, "data", o.key, o.version))
+		f, err := os.Open(b.s.VersionPath(t, bucket, o.key, o.version))
 		if err != nil {
 			t.Fatal(err)
 		}

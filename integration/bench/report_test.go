@@ -3,9 +3,12 @@ package bench
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -101,38 +104,95 @@ func perGB(cpu float64, bytes int64) string {
 	return fmt.Sprintf("%.2f", cpu/(float64(bytes)/1e9))
 }
 
-// row is one line of the results table.
+// row is one line of the results table: pinfs and its baselines side by
+// side (raw aws-sdk-go-v2, s3fs, b3sum, or another reference such as the
+// page cache; "" prints as —), the ratio, the target of targets_test.go
+// and the verdict.
 type row struct {
-	scenario, pinfs, base, ratio, target, holds, cpu string
+	scenario, pinfs             string
+	raw, s3fs, b3sum, other     string
+	ratio, target, verdict, cpu string
 }
 
-// check adds a row with a target: ratio = pinfs/base must be >= (atLeast)
-// or <= the target.
-func (b *bench) check(scenario, pinfs, base string, ratio float64, atLeast bool, target float64, cpu string) {
+// judge adds r with ratio (pinfs/baseline) held to target: at least it
+// (atLeast) or at most it. A NaN ratio (no baseline) adds the row as not
+// judged, with why.
+func (b *bench) judge(r row, ratio float64, atLeast bool, target float64, why string) {
 	op, ok := "≤", ratio <= target
 	if atLeast {
 		op, ok = "≥", ratio >= target
 	}
-	holds := "no"
+	if r.target == "" {
+		r.target = fmt.Sprintf("%s %.2f", op, target)
+	}
+	switch {
+	case math.IsNaN(ratio) || math.IsInf(ratio, 0):
+		r.ratio, r.verdict = "—", "not measured: "+why
+	default:
+		r.ratio, r.verdict = fmt.Sprintf("%.2f", ratio), yesNo(ok)
+	}
+	b.rows = append(b.rows, r)
+}
+
+func yesNo(ok bool) string {
 	if ok {
-		holds = "yes"
+		return "yes"
 	}
-	b.rows = append(b.rows, row{scenario, pinfs, base, fmt.Sprintf("%.2f", ratio), fmt.Sprintf("%s %.2f", op, target), holds, cpu})
+	return "no"
 }
 
-// limit adds a row with an absolute limit (base is the limit itself).
+// check adds a row with one baseline in the `other` column: ratio =
+// pinfs/base must be >= (atLeast) or <= the target.
+func (b *bench) check(scenario, pinfs, base string, ratio float64, atLeast bool, target float64, cpu string) {
+	b.judge(row{scenario: scenario, pinfs: pinfs, other: base, cpu: cpu}, ratio, atLeast, target, "")
+}
+
+// limit adds a row with an absolute limit: v must be at most lim.
 func (b *bench) limit(scenario string, v, lim float64, unit, cpu string) {
-	holds := "no"
-	if v <= lim {
-		holds = "yes"
-	}
-	b.rows = append(b.rows, row{scenario, fmt.Sprintf("%.2f %s", v, unit), "—", fmt.Sprintf("%.2f", v/lim),
-		fmt.Sprintf("≤ %g %s", lim, unit), holds, cpu})
+	b.limitRow(row{scenario: scenario, cpu: cpu}, v, lim, unit)
 }
 
-// info adds a row without a target.
+// limitRow adds r with pinfs = v held to at most lim.
+func (b *bench) limitRow(r row, v, lim float64, unit string) {
+	if r.pinfs == "" {
+		r.pinfs = fmt.Sprintf("%.2f %s", v, unit)
+	}
+	r.target = fmt.Sprintf("≤ %g %s", lim, unit)
+	r.ratio, r.verdict = fmt.Sprintf("%.2f", v/lim), yesNo(v <= lim)
+	b.rows = append(b.rows, r)
+}
+
+// info adds a row without a target (base goes to the `other` column).
 func (b *bench) info(scenario, pinfs, base, ratio, target, cpu string) {
-	b.rows = append(b.rows, row{scenario, pinfs, base, ratio, target, "—", cpu})
+	b.infoRow(row{scenario: scenario, pinfs: pinfs, other: base, ratio: ratio, target: target, cpu: cpu})
+}
+
+// infoRow adds r as report only: no target was fixed before measuring.
+func (b *bench) infoRow(r row) {
+	if r.target == "" || r.target == "report only" {
+		r.target = "—"
+	}
+	if r.ratio == "" {
+		r.ratio = "—"
+	}
+	r.verdict = "report only"
+	b.rows = append(b.rows, r)
+}
+
+// notRun adds r for a measurement that could not be made, saying why.
+func (b *bench) notRun(r row, why string) {
+	r.ratio, r.verdict = "—", "not measured: "+why
+	if r.pinfs == "" {
+		r.pinfs = "—"
+	}
+	b.rows = append(b.rows, r)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
 
 func gbs(v float64) string { return fmt.Sprintf("%.3f GB/s", v) }
@@ -145,22 +205,25 @@ func (b *bench) report(t *testing.T) {
 	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
 	w("# pinfs bench results\n\n")
 	w("- date: %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	w("- CPU: %s (%d cores)\n", cpuModel(), runtime.NumCPU())
+	w("- CPU: %s (%d cores; %s)\n", cpuModel(), runtime.NumCPU(), cpuFlags())
 	w("- kernel: %s\n", readTrim("/proc/sys/kernel/osrelease"))
 	w("- Go: %s\n", runtime.Version())
 	w("- pinfs: %s\n", b.revision())
 	w("- S3: versitygw %s (posix backend) on loopback, same machine\n", "v1.8.0")
+	w("- baselines: raw aws-sdk-go-v2 in the test process; %s; %s; %s\n", toolVersion("s3fs", "--version"), toolVersion("b3sum", "--version"), toolVersion("fio", "--version"))
 	w("- load average when the run started: %s; %s\n", b.loadStart, b.quiet)
 	w("- bench run time: %s (make bench: `go test -run TestBench ./integration/bench/`)\n", time.Since(b.start).Round(time.Second))
 	if t.Failed() {
 		w("- **the run had failures: some rows are missing (see the test output)**\n")
 	}
-	w("\n| scenario | pinfs | baseline | ratio | target | holds | pinfs CPU s/GB |\n")
-	w("|---|---|---|---|---|---|---|\n")
+	w("\n| scenario | pinfs | raw aws-sdk-go-v2 | s3fs | b3sum | other baseline | ratio | target | verdict | pinfs CPU s/GB |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range b.rows {
-		w("| %s | %s | %s | %s | %s | %s | %s |\n", r.scenario, r.pinfs, r.base, r.ratio, r.target, r.holds, r.cpu)
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.scenario, dash(r.pinfs), dash(r.raw), dash(r.s3fs), dash(r.b3sum),
+			dash(r.other), dash(r.ratio), dash(r.target), r.verdict, dash(r.cpu))
 	}
-	w("\nGB = 10^9 bytes. Ratios are pinfs/baseline (for times: pinfs time/baseline time). ")
+	w("\nGB = 10^9 bytes. Ratios are pinfs/baseline (for times: pinfs time/baseline time); the baseline a ratio is to is the one its target names. ")
+	w("Targets are the constants of integration/bench/targets_test.go, fixed before measuring; a row without one is report only. ")
 	w("CPU s/GB: CPU seconds (user+system, /proc/<pid>/stat) of the pinfs daemon per GB read.\n")
 
 	var disturbed []string
@@ -214,6 +277,11 @@ func (b *bench) report(t *testing.T) {
 		"Cold = fresh cache dir + `sync; echo 3 > /proc/sys/vm/drop_caches`. The drop also evicts versitygw's backend files, so before every S3 measurement (raw and pinfs alike) the backend files of the objects read are read once into the page cache again: both sides see the same, warm, server.",
 		"Raw baselines use aws-sdk-go-v2 in the test process (64 idle conns per host, checksums only when required, as pinfs's client); their `reader` CPU is the test process.",
 		"pinfs and versitygw share the machine's cores; so do the raw client and versitygw.",
+		fmt.Sprintf("s3fs (Debian) mounts the same bucket of the same versitygw in the same run: `s3fs data:/PREFIX MNT -o ro,url=ENDPOINT,use_path_request_style,passwd_file=F,parallel_count=%d,retries=2`, a fresh mount per measurement, "+
+			"no use_cache (its default: nothing kept between mounts); it reads the current version of each key and verifies nothing. Its daemon's CPU is in the `pinfs daemon` column of its rows.", s3fsParallel),
+		"b3sum: `b3sum --num-threads 2` of a local copy of the 1 GiB object in the page cache (best of 3): what BLAKE3 verification of the same bytes costs with nothing else in the way.",
+		fmt.Sprintf("Shuffled row: one fixed permutation of the 2000 files; %d reader processes (the test binary re-run as a worker, os.ReadFile per file), process k reading files k, k+%d, … of it, as a data loader's workers do; the raw client GETs the same order %d at a time.", shuffledProcs, shuffledProcs, shuffledProcs),
+		fmt.Sprintf("`pinfs warm` runs with --quiet into a fresh cache dir after the same page cache drop and server warm-up; --jobs %d for the small files, the raw baseline's parallelism. Its CPU is the warm process's.", warmJobs),
 	}, b.notes...)
 	for _, n := range notes {
 		w("- %s\n", n)
@@ -241,6 +309,35 @@ func cpuModel() string {
 		}
 	}
 	return runtime.GOARCH
+}
+
+// cpuFlags says whether the CPU has the AVX2 and AVX-512 instructions
+// BLAKE3 uses.
+func cpuFlags() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	var flags []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			flags = strings.Fields(v)
+			break
+		}
+	}
+	has := func(f string) string {
+		if slices.Contains(flags, f) {
+			return f + " yes"
+		}
+		return f + " no"
+	}
+	return has("avx2") + ", " + has("avx512f") + ", " + has("avx512vl")
+}
+
+// toolVersion is the first line of `name args`, or why there is none.
+func toolVersion(name string, args ...string) string {
+	if _, err := exec.LookPath(name); err != nil {
+		return name + " not installed"
+	}
+	r := run(10*time.Second, nil, name, args...)
+	return strings.TrimSpace(firstLine(r.stdout + r.stderr))
 }
 
 func readTrim(p string) string {

@@ -44,13 +44,14 @@ const (
 // records with runrecord and consumed.Tracker, as a mount does (this
 // package cannot import cmd/internal).
 func (b *bench) runsScale(t *testing.T) {
-	dir, store := t.TempDir(), t.TempDir()
+	dir := t.TempDir()
+	store, ls := localStore(t)
 	gen := filepath.Join(dir, "runbench")
 	if r := run(5*time.Minute, nil, "go", "build", "-o", gen, "../../cmd/internal/runbench"); r.err != nil {
 		t.Fatalf("go build runbench: %v\n%s%s", r.err, r.stdout, r.stderr)
 	}
 	t0 := time.Now()
-	d, total, _ := writeSyntheticSnapshot(t, store, millionMembers)
+	d, total, _ := writeSyntheticSnapshot(t, ls, millionMembers)
 	b.note("runs: wrote the 1M-member table in %.1f s", time.Since(t0).Seconds())
 
 	full := filepath.Join(dir, "full.jsonl")
@@ -115,7 +116,7 @@ func (b *bench) runShow(t *testing.T, record, store string, d verify.Digest, n, 
 		}
 		b.limit(name, r.wall.Seconds(), runShowTarget.Seconds(), "s", "—")
 		if err := checkShow(r.stdout, n, total); err != nil {
-			b.rows[len(b.rows)-1].holds = "no (output)"
+			b.rows[len(b.rows)-1].verdict = "no (output)"
 			t.Errorf("pinfs run show (%s): %v", pass, err)
 		}
 		b.note("runs: `pinfs run show %s --run-record F --store STORE --cache-dir C --json` (%s): %.2f s wall, %.2f s CPU, peak RSS %s, %d bytes of JSON",
@@ -348,9 +349,9 @@ func TestRunsScale(t *testing.T) {
 	cores, waited := waitQuiet(2 * time.Minute)
 	b.note("%.2f cores busy outside this test when it started (waited %s for < 0.3)", cores, waited.Round(time.Second))
 	t.Run("runs", b.runsScale)
-	fmt.Println("\n| scenario | pinfs | baseline | ratio | target | holds |\n|---|---|---|---|---|---|")
+	fmt.Println("\n| scenario | pinfs | baseline | ratio | target | verdict |\n|---|---|---|---|---|---|")
 	for _, r := range b.rows {
-		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.scenario, r.pinfs, r.base, r.ratio, r.target, r.holds)
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.scenario, r.pinfs, dash(r.other), r.ratio, r.target, r.verdict)
 	}
 	fmt.Println()
 	for _, n := range b.notes {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,12 +21,10 @@ import (
 
 const millionMembers = 1_000_000
 
-// writeSyntheticSnapshot writes a member table of n CAS members (whose
-// objects do not exist) and its manifest into a local store directory and
-// returns the manifest digest. Paths: 95% train, 5% val, 1000 samples
-// per shard directory; sizes 50–150 KB; random BLAKE3 digests.
-func writeSyntheticSnapshot(t *testing.T, dir string, n int) (verify.Digest, int64, int) {
-	t.Helper()
+// syntheticMembers returns a member table of n CAS members (whose objects
+// do not exist). Paths: 95% train, 5% val, 1000 samples per shard
+// directory; sizes 50–150 KB; random BLAKE3 digests.
+func syntheticMembers(n int) []verify.Member {
 	r := rand.New(rand.NewChaCha8([32]byte{4}))
 	ms := make([]verify.Member, n)
 	trainShards := n / 1000 * 95 / 100
@@ -45,78 +44,135 @@ func writeSyntheticSnapshot(t *testing.T, dir string, n int) (verify.Digest, int
 		d := "blake3:" + hex.EncodeToString(sum[:])
 		ms[i] = verify.Member{ID: p, Path: p, Split: split, Size: 50_000 + r.Int64N(100_000), Digest: d, CAS: d}
 	}
-	st, err := localstore.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, total, tableLen, err := verifytest.PutSnapshot(context.Background(), st, ms, verify.Manifest{
-		Sources:     []verify.Source{{ID: "synthetic", URI: "dir:synthetic-1m"}},
-		SplitPolicy: "dir:train,val",
-		Purpose:     "pinfs bench: synthetic member table",
-	})
+	return ms
+}
+
+// syntheticManifest is the manifest of the synthetic snapshot.
+var syntheticManifest = verify.Manifest{
+	Sources:     []verify.Source{{ID: "synthetic", URI: "dir:synthetic-1m"}},
+	SplitPolicy: "dir:train,val",
+	Purpose:     "pinfs bench: synthetic member table",
+}
+
+// writeSyntheticSnapshot writes the synthetic snapshot of n members into
+// st and returns its digest, the members' total size and the table length.
+func writeSyntheticSnapshot(t *testing.T, st verifytest.Putter, n int) (verify.Digest, int64, int) {
+	t.Helper()
+	d, total, tableLen, err := verifytest.PutSnapshot(context.Background(), st, syntheticMembers(n), syntheticManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d, total, tableLen
 }
 
-// millionMembers is scenario 4: a manifest of 1,000,000 members.
+// localStore opens a local store in a new temporary directory.
+func localStore(t *testing.T) (string, *localstore.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := localstore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, st
+}
+
+// teeStore puts every blob into a local store and under prefix in the
+// bench's S3 store bucket, and remembers the S3 versions written.
+type teeStore struct {
+	b        *bench
+	local    *localstore.Store
+	prefix   string
+	versions []smallObj
+}
+
+func (s *teeStore) Put(ctx context.Context, key string, data []byte) error {
+	if err := s.local.Put(ctx, key, data); err != nil {
+		return err
+	}
+	v, err := put(ctx, s.b.client, "store", s.prefix+key, data)
+	s.versions = append(s.versions, smallObj{key: s.prefix + key, version: v})
+	return err
+}
+
+// millionMembers is scenario 5: a manifest of 1,000,000 members. The
+// targets hold for the realistic case: manifest and member table on the S3
+// store, page cache dropped before mounting, fresh cache dir. The local
+// store whose table was just written (in the page cache) is report only.
 func (b *bench) millionMembers(t *testing.T) {
-	store := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, local := localStore(t)
+	tee := &teeStore{b: b, local: local, prefix: "m1/"}
+	s3URL := "s3://store/" + strings.TrimSuffix(tee.prefix, "/")
 	t0 := time.Now()
-	d, total, tableLen := writeSyntheticSnapshot(t, store, millionMembers)
-	b.note("million members: wrote the member table (%d members, %.0f MB, %.0f GB of members) in %.1f s; it is in the page cache when mounted",
-		millionMembers, float64(tableLen)/1e6, float64(total)/1e9, time.Since(t0).Seconds())
+	d, total, tableLen, err := verifytest.PutSnapshot(ctx, tee, syntheticMembers(millionMembers), syntheticManifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.note("million members: wrote the member table (%d members, %.0f MB, %.0f GB of members) and manifest to a local store and to %s in %.1f s",
+		millionMembers, float64(tableLen)/1e6, float64(total)/1e9, s3URL, time.Since(t0).Seconds())
 
+	// S3 store, page cache dropped (the server's copy read back in, as
+	// for every S3 measurement), fresh cache dir.
+	dropCaches(t)
+	b.warmBucket(t, "store", tee.versions...)
 	cache := t.TempDir()
-	m := b.mount(t, "1,000,000 members, find", nil, string(d), store, cache)
-	b.limit("1M members: mount ready (background `pinfs mount`, fresh cache dir)", m.ready.Seconds(), 3, "s", "—")
-	rssMounted := procStatus(m.pid, "VmRSS")
+	m := b.mount(t, "1,000,000 members on S3, find", b.env, string(d), s3URL, cache)
+	rssMounted, hwmMounted := procStatus(m.pid, "VmRSS"), procStatus(m.pid, "VmHWM")
+	b.limitRow(row{scenario: "1M members, S3 store, page cache dropped, fresh cache dir: `pinfs mount` until it serves", cpu: "—"},
+		m.ready.Seconds(), targetMillionMountS, "s")
+	fm, count := b.find(t, m, "find MNT -type f | wc -l, 1M members (S3 store)")
+	b.limit(fmt.Sprintf("1M members, S3 store: `find MNT -type f | wc -l` (counted %d)", count), fm.wall.Seconds(), limitFindS, "s", "—")
+	if count != millionMembers {
+		b.rows[len(b.rows)-1].verdict = "no (count)"
+		t.Errorf("find counted %d files, want %d", count, millionMembers)
+	}
+	rss, hwm := procStatus(m.pid, "VmRSS"), procStatus(m.pid, "VmHWM")
+	b.limitRow(row{scenario: "1M members, S3 store: daemon peak RSS (VmHWM) through mount and find", pinfs: mb(hwm), cpu: "—"},
+		float64(hwm)/1e6, targetMillionRSSMB, "MB")
+	b.info("1M members, S3 store: daemon RSS after the listing (VmRSS)", mb(rss), "", "", "", "—")
+	b.note("million members (S3 store): daemon RSS %s and peak %s right after the mount, %s after find, peak %s; find used %.2f s CPU in the daemon, %.2f s in find/wc",
+		mb(rssMounted), mb(hwmMounted), mb(rss), mb(hwm), fm.daemon, fm.reader)
+	if _, c2 := b.find(t, m, "find again (kernel entries cached), 1M members (S3 store)"); c2 == millionMembers {
+		b.info("1M members, S3 store: second `find` in the same mount", secs(b.cpu[len(b.cpu)-1].wall), "", "", "", "—")
+	}
+	b.finish(t, m)
+	m3 := b.mount(t, "1,000,000 members on S3, remount (metadata cached)", b.env, string(d), s3URL, cache)
+	b.info("1M members, S3 store: remount, same cache dir (verified metadata cached)", secs(m3.ready), "", "", "", "—")
+	b.finish(t, m3)
 
+	// Local store, table just written (in the page cache): report only.
+	ml := b.mount(t, "1,000,000 members, local store, find", nil, string(d), dir, t.TempDir())
+	b.info("1M members, local store (table in the page cache), fresh cache dir: `pinfs mount` until it serves", secs(ml.ready), "", "", "", "—")
+	b.find(t, ml, "find MNT -type f | wc -l, 1M members (local store)")
+	b.info("1M members, local store: daemon peak RSS (VmHWM) through mount and find", mb(procStatus(ml.pid, "VmHWM")), "", "", "", "—")
+	b.finish(t, ml)
+
+	vr := run(5*time.Minute, nil, b.bin, "verify", string(d), "--store", dir, "--no-head")
+	if vr.err != nil {
+		t.Errorf("pinfs verify --no-head: %v\n%s%s", vr.err, vr.stdout, vr.stderr)
+	}
+	b.limit("1M members, local store: `pinfs verify --no-head`", vr.wall.Seconds(), limitVerifyHeadS, "s", "—")
+	b.note("million members: pinfs verify --no-head used %.2f s CPU in %.2f s", vr.cpu, vr.wall.Seconds())
+}
+
+// find runs `find MNT -type f | wc -l` as a measurement and returns it
+// and the count.
+func (b *bench) find(t *testing.T, m *mount, name string) (measure, int) {
+	t.Helper()
 	s0 := b.sample(m.pid)
 	r := run(5*time.Minute, nil, "sh", "-c", "find "+m.dir+" -type f | wc -l")
 	if r.err != nil {
 		t.Fatalf("find: %v\n%s", r.err, r.stderr)
 	}
-	fm := b.done("find MNT -type f | wc -l, 1M members", s0, m.pid, 0, r.cpu)
+	fm := b.done(name, s0, m.pid, 0, r.cpu)
 	fm.wall = r.wall
 	b.cpu[len(b.cpu)-1] = fm
 	count, _ := strconv.Atoi(strings.TrimSpace(r.stdout))
-	b.limit(fmt.Sprintf("1M members: `find MNT -type f | wc -l` (counted %d)", count), r.wall.Seconds(), 10, "s", "—")
-	if count != millionMembers {
-		b.rows[len(b.rows)-1].holds = "no (count)"
-		t.Errorf("find counted %d files, want %d", count, millionMembers)
-	}
-	rss, hwm := procStatus(m.pid, "VmRSS"), procStatus(m.pid, "VmHWM")
-	b.limit("1M members: daemon RSS after the listing (VmRSS)", float64(rss)/1e6, 400, "MB", "—")
-	b.info("1M members: daemon peak RSS (VmHWM)", mb(hwm), "—", "—", "report only", "—")
-	b.note("million members: daemon RSS %s right after the mount, %s after find, peak %s; find used %.2f s CPU in the daemon, %.2f s in find/wc",
-		mb(rssMounted), mb(rss), mb(hwm), fm.daemon, fm.reader)
-
-	s0 = b.sample(m.pid)
-	r2 := run(5*time.Minute, nil, "sh", "-c", "find "+m.dir+" -type f | wc -l")
-	if r2.err == nil {
-		m2 := b.done("find again (kernel entries cached), 1M members", s0, m.pid, 0, r2.cpu)
-		m2.wall = r2.wall
-		b.cpu[len(b.cpu)-1] = m2
-		b.info("1M members: second `find` in the same mount", fmt.Sprintf("%.2f s", r2.wall.Seconds()), "—", "—", "report only", "—")
-	}
-	b.finish(t, m)
-
-	// A remount finds the verified metadata in the cache dir.
-	m3 := b.mount(t, "1,000,000 members, remount (metadata cached)", nil, string(d), store, cache)
-	b.info("1M members: remount, same cache dir (verified metadata cached)", fmt.Sprintf("%.2f s", m3.ready.Seconds()), "—", "—", "report only", "—")
-	b.finish(t, m3)
-
-	vr := run(5*time.Minute, nil, b.bin, "verify", string(d), "--store", store, "--no-head")
-	if vr.err != nil {
-		t.Errorf("pinfs verify --no-head: %v\n%s%s", vr.err, vr.stdout, vr.stderr)
-	}
-	b.limit("1M members: `pinfs verify --no-head`", vr.wall.Seconds(), 5, "s", "—")
-	b.note("million members: pinfs verify --no-head used %.2f s CPU in %.2f s", vr.cpu, vr.wall.Seconds())
+	return fm, count
 }
 
-// fourGiB is scenario 5: read a 4 GiB member with --cache-mem 256MiB and
+// fourGiB is scenario 7: read a 4 GiB member with --cache-mem 256MiB and
 // watch the daemon's RSS.
 func (b *bench) fourGiB(t *testing.T) {
 	const size = 4 << 30
@@ -169,9 +225,11 @@ func (b *bench) fourGiB(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	hwm, rss := procStatus(m.pid, "VmHWM"), procStatus(m.pid, "VmRSS")
-	b.info("4 GiB member via dd, --cache-mem 256MiB: daemon peak RSS (VmHWM)", mb(hwm), "--cache-mem "+mb(cacheMem),
-		fmt.Sprintf("%.2f", float64(hwm)/cacheMem), "≤ cache-mem + fixed overhead (none documented yet)", perGB(dm.daemon, dm.bytes))
-	b.info("4 GiB member: fixed overhead = peak RSS − cache-mem", mb(hwm-cacheMem), "idle RSS after mount "+mb(idle), "—", "report only", "—")
+	lim := math.Round(float64(cacheMem)/1e6) + targetFourGiBOverheadMB
+	b.limitRow(row{scenario: "4 GiB member via dd, --cache-mem 256MiB: daemon peak RSS (VmHWM)", pinfs: mb(hwm),
+		other: fmt.Sprintf("--cache-mem %s + %d MB (docs/mount.md)", mb(cacheMem), targetFourGiBOverheadMB), cpu: perGB(dm.daemon, dm.bytes)},
+		float64(hwm)/1e6, lim, "MB")
+	b.info("4 GiB member: fixed overhead = peak RSS − cache-mem", mb(hwm-cacheMem), "idle RSS after mount "+mb(idle), "", "", "—")
 	var pts []string
 	for _, q := range []int{1, 2, 3, 4} {
 		if len(series) > 0 {
