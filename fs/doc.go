@@ -41,8 +41,11 @@
 // # Kernel caching
 //
 // The content and the tree are immutable, so the kernel may cache all of
-// it. Open returns FOPEN_KEEP_CACHE: the page cache survives close and
-// reopen. Opendir returns FOPEN_CACHE_DIR, so listings are cached too.
+// it. Open returns FOPEN_KEEP_CACHE (the page cache survives close and
+// reopen) and FOPEN_NOFLUSH (close sends no FLUSH). Read replies with the
+// Reader's verified slices as they are (fuse.ReadResultVector, written
+// with writev) when the Reader is a SliceReader; the mount disables
+// splice, which never applies to in-memory replies. Opendir returns FOPEN_CACHE_DIR, so listings are cached too.
 // Lookup and Getattr carry long entry and attribute timeouts
 // (Options.EntryTimeout, Options.AttrTimeout, 24 hours by default), and
 // Mount also caches failed lookups for the entry timeout.
