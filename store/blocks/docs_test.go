@@ -11,7 +11,7 @@ import (
 )
 
 // TestDocsNumbers pins the defaults docs/mount.md states to the code: the
-// readahead window, the memory tier's front (recent-blocks buffer), the read and stall timeouts.
+// readahead window, the memory tier's front, the read and stall timeouts.
 func TestDocsNumbers(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/mount.md")
 	if err != nil {
@@ -28,7 +28,7 @@ func TestDocsNumbers(t *testing.T) {
 		want int64
 	}{
 		{"readahead window (blocks)", `doubles\s+up\s+to\s+(\d+)\s+blocks`, int64(r.cfg.Readahead)},
-		{"recent-blocks buffer (MiB)", `=\s+(\d+)\s+MiB\s+by\s+default`, r.mem.FrontLimit() >> 20},
+		{"memory tier front (MiB)", `loaded\s+\((\d+)\s+MiB\s+by\s+default`, r.mem.FrontLimit() >> 20},
 		{"read timeout (s)", "`--read-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.ReadTimeout / time.Second)},
 		{"stall timeout (s)", "`--stall-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.StallTimeout / time.Second)},
 	} {
