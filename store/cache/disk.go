@@ -46,8 +46,10 @@ const (
 //
 // Put queues the block and returns; a writer goroutine per Disk writes the
 // queue in batches (diskwriter.go). Get and Has see a queued block at once;
-// a Put that finds more than maxQueued bytes waiting drops the block and
-// counts it (DiskStats.Dropped); Flush waits for the writes queued before
+// a Put that finds more than maxQueued bytes waiting waits up to
+// queueWait for room (so a stream faster than the disk slows its own
+// fetches down instead of leaving holes in the cache), then drops the block
+// and counts it (DiskStats.Dropped); Flush waits for the writes queued before
 // it, and Close flushes. The writer writes each block to a temporary file
 // in the block's directory and renames it, so no partial block is ever
 // visible under a block's name. Data is not fsynced: after a crash a block
@@ -103,6 +105,7 @@ type Disk struct {
 	enq, done  uint64           // seq of the last Put queued, of the last written or failed
 	closing    bool
 	writerDone chan struct{} // closed when the writer returns; nil before the first Put
+	queueWait  time.Duration // how long a Put waits for room in a full queue
 
 	beforeBatch func() // a test's hook, run by the writer before each batch
 }
@@ -144,7 +147,7 @@ func WithLogger(l *slog.Logger) DiskOption {
 // there; both are logged as warnings, not returned: the mount serves from
 // the store all the same. The only error is an empty dir.
 func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
-	d := &Disk{dir: dir, limit: limit, log: slog.New(slog.DiscardHandler)}
+	d := &Disk{dir: dir, limit: limit, log: slog.New(slog.DiscardHandler), queueWait: queueWait}
 	d.wcond.L = &d.wmu
 	for _, o := range opts {
 		o(d)
@@ -298,8 +301,8 @@ func readBlock(p string) ([]byte, error) {
 // The writer evicts least recently used blocks first when the directory
 // would go over its budget; a write that fails is counted and, the first
 // time, logged, and leaves the tier as it was. When more than maxQueued
-// bytes wait, the block is dropped (DiskStats.Dropped) rather than making
-// the reader wait. Flush waits for the queued writes.
+// bytes wait, Put waits up to queueWait for room, then drops the block
+// (DiskStats.Dropped). Flush waits for the queued writes.
 func (d *Disk) Put(k Key, b []byte) error {
 	n := int64(len(b))
 	if !d.enabled() || n > d.limit || n == 0 {

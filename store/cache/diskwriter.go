@@ -15,9 +15,15 @@ import (
 
 const (
 	// maxQueued bounds the bytes of blocks accepted by Put and not yet
-	// written. A Put that would pass it is dropped and counted: a reader
-	// faster than the disk should not wait for it, nor fill memory.
+	// written, so that a stream faster than the disk does not fill memory.
 	maxQueued = 64 << 20
+	// queueWait is how long a Put waits for room in a full queue before
+	// it drops the block. Put is called by the block reader's fetches after
+	// their readers have the block, so waiting slows the fetches of a
+	// stream faster than the disk (as a synchronous write did) rather than
+	// any reader, and keeps the cache whole; a disk that stalls costs
+	// at most this per block, then blocks are dropped and counted.
+	queueWait = 2 * time.Second
 	// maxBatch bounds the blocks renamed under one hold of the lock, so
 	// that other processes sharing the directory get their turn.
 	maxBatch = 32
@@ -42,13 +48,27 @@ func (d *Disk) queuedBlock(k Key) ([]byte, bool) {
 	return nil, false
 }
 
-// enqueue queues b as k's block for the writer. It reports false when the
-// queue is full or closed; a block already queued counts as queued.
+// enqueue queues b as k's block for the writer, waiting up to queueWait
+// for room. It reports false when the queue stays full or is closed; a block already queued counts as queued.
 func (d *Disk) enqueue(k Key, b []byte) bool {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if _, ok := d.queued[k]; ok {
 		return true
+	}
+	if d.qbytes+int64(len(b)) > maxQueued && !d.closing {
+		wake := time.AfterFunc(d.queueWait, func() {
+			d.wmu.Lock()
+			d.wcond.Broadcast()
+			d.wmu.Unlock()
+		})
+		defer wake.Stop()
+		for end := time.Now().Add(d.queueWait); d.qbytes+int64(len(b)) > maxQueued && !d.closing && time.Now().Before(end); {
+			d.wcond.Wait()
+		}
+		if _, ok := d.queued[k]; ok {
+			return true // another Put queued it meanwhile
+		}
 	}
 	if d.closing || d.qbytes+int64(len(b)) > maxQueued {
 		return false

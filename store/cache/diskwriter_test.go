@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"testing"
+	"time"
 )
 
 // holdWriter makes d's writer wait before each batch until the returned
@@ -42,9 +43,10 @@ func TestDiskWriteBehind(t *testing.T) {
 	}
 }
 
-// A full queue drops blocks and counts them; it never blocks Put.
+// A queue that stays full drops blocks after queueWait and counts them.
 func TestDiskQueueFull(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 1<<30)
+	d.queueWait = 10 * time.Millisecond
 	release := holdWriter(d)
 	data := make([]byte, BlockSize)
 	const n = maxQueued/BlockSize + 3
@@ -116,5 +118,27 @@ func TestDiskCloseFlushes(t *testing.T) {
 	}
 	if st := d2.Stats(); st.Blocks != 40 {
 		t.Fatalf("stats after reopen %+v", st)
+	}
+}
+
+// A Put on a full queue waits for the writer to make room instead of
+// dropping the block: a fast stream leaves no holes in the cache.
+func TestDiskQueueWaits(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 1<<30)
+	d.queueWait = time.Minute
+	release := holdWriter(d)
+	data := make([]byte, BlockSize)
+	const n = maxQueued / BlockSize
+	for i := range n {
+		d.Put(key(i, 0), data)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		release()
+	}()
+	d.Put(key(n, 0), data) // waits for the release, then for room
+	d.Flush()
+	if st := d.Stats(); st.Dropped != 0 || st.Writes != n+1 || !d.Has(key(n, 0)) {
+		t.Fatalf("stats %+v: want %d blocks written, none dropped", st, n+1)
 	}
 }
