@@ -67,6 +67,7 @@ type bench struct {
 	pageCache  float64       // GB/s, local file in the page cache
 	b3sum      float64       // GB/s, b3sum --num-threads 2 of the local file (NaN when it failed)
 	b3sumErr   error
+	b3sumShown bool    // its digest line is in the notes
 	diskRate   float64 // GB/s, pinfs reading the 1 GiB member from its disk cache
 	rawSmall16 measure // raw GETs of the 2000 small objects, 16 at a time
 

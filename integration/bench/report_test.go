@@ -279,7 +279,7 @@ func (b *bench) report(t *testing.T) {
 		"pinfs and versitygw share the machine's cores; so do the raw client and versitygw.",
 		fmt.Sprintf("s3fs (Debian) mounts the same bucket of the same versitygw in the same run: `s3fs data:/PREFIX MNT -o ro,url=ENDPOINT,use_path_request_style,passwd_file=F,parallel_count=%d,retries=2`, a fresh mount per measurement, "+
 			"no use_cache (its default: nothing kept between mounts); it reads the current version of each key and verifies nothing. Its daemon's CPU is in the `pinfs daemon` column of its rows.", s3fsParallel),
-		"b3sum: `b3sum --num-threads 2` of a local copy of the 1 GiB object in the page cache (best of 3): what BLAKE3 verification of the same bytes costs with nothing else in the way.",
+		"b3sum: `b3sum --num-threads 2` of a local copy of the 1 GiB object in the page cache (best of 3): what BLAKE3 verification of the same bytes costs with nothing else in the way. The disk-cache row it judges reads the block files from the page cache too (they were just written); the report-only row below it drops the page cache before pinfs's read and before one more b3sum, so that both read the disk.",
 		fmt.Sprintf("Shuffled row: one fixed permutation of the 2000 files; %d reader processes (the test binary re-run as a worker, os.ReadFile per file), process k reading files k, k+%d, … of it, as a data loader's workers do; the raw client GETs the same order %d at a time.", shuffledProcs, shuffledProcs, shuffledProcs),
 		fmt.Sprintf("`pinfs warm` runs with --quiet into a fresh cache dir after the same page cache drop and server warm-up; --jobs %d for the small files, the raw baseline's parallelism. Its CPU is the warm process's.", warmJobs),
 	}, b.notes...)
