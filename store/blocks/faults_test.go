@@ -357,7 +357,7 @@ func TestSpanCorruptionOnceHealed(t *testing.T) {
 }
 
 // A block damaged in a span request and again when fetched alone fails
-// the read with one mismatch event, not marked healed.
+// the read with a mismatch event per failed load, none marked healed.
 //
 // The block stays damaged for every later request too: a read that comes
 // after the failed load (readahead loaded it first) starts a load of its
