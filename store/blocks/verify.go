@@ -126,9 +126,14 @@ func (r *Reader) outboard(ctx context.Context, m *Member, fresh bool) ([]byte, e
 		}
 		return ob, err
 	}
-	ob, err := r.loadOutboard(ctx, m, fresh)
-	if err == nil {
-		r.obs.Put(m.Digest, ob)
+	// A load that ended between the cache lookup above and Start has put
+	// its outboard into the cache (before it forgot its call): look again.
+	ob, ok := r.obs.Get(m.Digest)
+	var err error
+	if fresh || !ok {
+		if ob, err = r.loadOutboard(ctx, m, fresh); err == nil {
+			r.obs.Put(m.Digest, ob)
+		}
 	}
 	c.Set(ob, err)
 	r.obLoads.Forget(k, c)
