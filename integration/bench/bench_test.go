@@ -109,7 +109,7 @@ func TestBench(t *testing.T) {
 
 	b.s = s3test.Start(t)
 	b.env = b.s.Env()
-	b.client = rawClient(b.s)
+	b.client = b.s.RawClient()
 	b.setupS3(t)
 
 	t.Run("sequential", b.sequential)

@@ -7,38 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-
-	"github.com/pinfs/pinfs/integration/s3test"
 )
-
-// rawClient is the baseline client: aws-sdk-go-v2 against the test server
-// with enough idle connections for the parallel GETs and checksums only
-// where S3 requires them (as pinfs's own client: store/s3store).
-func rawClient(s *s3test.Server) *s3.Client {
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-		tr.MaxIdleConns = 256
-		tr.MaxIdleConnsPerHost = 64
-	})
-	return s3.New(s3.Options{
-		Region:                     s.Region,
-		BaseEndpoint:               aws.String(s.Endpoint),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-		HTTPClient:                 hc,
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
-}
 
 // put stores data at bucket/key and returns the version id.
 func put(ctx context.Context, c *s3.Client, bucket, key string, data []byte) (string, error) {

@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -267,6 +268,26 @@ func (s *Server) Client(t testing.TB) *s3.Client {
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+}
+
+// RawClient is the raw baseline client of the benchmarks: Client with 64
+// idle connections per host (net/http keeps 2, which churns connections
+// under parallel GETs) and checksums only where S3 requires them, as
+// pinfs's own client (store/s3store) is configured.
+func (s *Server) RawClient() *s3.Client {
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns = 256
+		tr.MaxIdleConnsPerHost = 64
+	})
+	return s3.New(s3.Options{
+		Region:                     s.Region,
+		BaseEndpoint:               aws.String(s.Endpoint),
+		UsePathStyle:               true,
+		Credentials:                credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		HTTPClient:                 hc,
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	})
 }
 

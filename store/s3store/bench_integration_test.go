@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -15,30 +14,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/store"
 )
-
-// rawBaseline is the raw client of make bench (integration/bench): the
-// SDK's defaults with 64 idle connections per host and checksums only
-// where S3 requires them.
-func rawBaseline(s *s3test.Server) *s3.Client {
-	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
-		tr.MaxIdleConns = 256
-		tr.MaxIdleConnsPerHost = 64
-	})
-	return s3.New(s3.Options{
-		Region: s.Region, BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-		HTTPClient:                 hc,
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
-}
 
 // cpuTime is this process's user+system CPU time.
 func cpuTime() time.Duration {
@@ -110,7 +89,7 @@ func BenchmarkRealSmallGets(b *testing.B) {
 	const n, size, workers = 2000, 256 << 10, 16
 	srv, c := startReal(b)
 	srv.CreateBucket(b, "small", true)
-	raw := rawBaseline(srv)
+	raw := srv.RawClient()
 	objs := make([]store.Object, n)
 	data := bytes.Repeat([]byte("0123456789abcdef"), size/16)
 	if err := inParallel(n, workers, func(i int, _ []byte) error {
