@@ -2,7 +2,8 @@
 # demo/demo.sh: what `make demo` runs. Pins demo/sample into a local store
 # (no S3 server needed), shows the digest, the listing and a deep verify,
 # walks it through admission (validate, approve, alias set, admit), then
-# mounts the admitted snapshot with its permit, reads it, shows the run
+# warms the node's cache with the train split, mounts the admitted
+# snapshot with its permit, reads it, shows the run
 # record and unmounts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +47,9 @@ $pinfs status "$digest" --store "$store"
 step "$pinfs admit demo --purpose demo --run-record $record --store $store"
 read -r run admitted < <($pinfs admit demo --purpose demo --run-record "$record" --store "$store")
 echo "$run $admitted"
+
+step "$pinfs warm $admitted --split train --store $store --cache-dir $cache   # fill the node's disk cache before training"
+$pinfs warm "$admitted" --split train --store "$store" --cache-dir "$cache"
 mkdir -p "$mnt"
 if mountpoint -q "$mnt" 2>/dev/null; then $pinfs unmount --lazy "$mnt" || true; fi
 trap '$pinfs unmount --lazy "$mnt" 2>/dev/null || true' EXIT

@@ -28,6 +28,7 @@ type Bar struct {
 	doneBytes   int64
 	lastDraw    time.Time
 	lastPercent int
+	lastDone    int // items in the last line drawn
 }
 
 // New returns a bar for items items of bytes bytes in total, drawn on w.
@@ -75,7 +76,7 @@ func (b *Bar) draw(final bool) {
 	}
 	now := time.Now()
 	switch {
-	case final && !b.tty && percent == b.lastPercent:
+	case final && !b.tty && percent == b.lastPercent && b.done == b.lastDone:
 		return // that line is out already
 	case final:
 	case b.tty && now.Sub(b.lastDraw) < 100*time.Millisecond:
@@ -83,7 +84,7 @@ func (b *Bar) draw(final bool) {
 	case !b.tty && percent/10 == b.lastPercent/10:
 		return
 	}
-	b.lastDraw, b.lastPercent = now, percent
+	b.lastDraw, b.lastPercent, b.lastDone = now, percent, b.done
 	const width = 30
 	fill := strings.Repeat("#", percent*width/100) + strings.Repeat(".", width-percent*width/100)
 	rate := float64(b.doneBytes) / max(now.Sub(b.start).Seconds(), 1e-3) // bytes per second

@@ -64,3 +64,18 @@ func TestETA(t *testing.T) {
 		t.Errorf("a bar half done shows no ETA: %q", buf.String())
 	}
 }
+
+// TestFinalCount checks that the final line off a terminal shows the last
+// item count even when the bytes reached 100 % before the last item was
+// counted (the last member's bytes are reported before the member).
+func TestFinalCount(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(&buf, "warm", 2, 1000, false)
+	b.Update(1, 1000)
+	b.Update(2, 1000)
+	b.Done()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "2/2 members") {
+		t.Errorf("final line %q; want 2/2 members", last)
+	}
+}
