@@ -175,16 +175,19 @@ func New(cfg Config) (*Reader, error) {
 // store throttles: it never sends less than one request a second.
 const maxGap = time.Second
 
-// closeWait bounds how long Close waits for reads and flights to end.
+// closeWait bounds how long Close waits for reads, flights and the disk
+// writes they queued to end.
 const closeWait = 10 * time.Second
 
 // Close refuses new reads (ErrClosed), cancels the flights still running,
 // waits for them and for the reads in progress (which then fail with
-// ErrClosed), and releases the memory tier. It may run concurrently with
-// reads. If reads or flights are still running after closeWait (a
-// Reporter that does not return, say), Close returns an error and leaves
-// the memory tier to the garbage collector rather than close it under
-// them. It does not close Config.Disk.
+// ErrClosed), then for the disk tier's queued writes (Disk.Flush: the
+// blocks this Reader verified are on disk for the next mount or process
+// that opens the directory), and releases the memory tier. It may run
+// concurrently with reads. If all that has not ended after closeWait (a
+// Reporter that does not return, a disk that hangs), Close returns an
+// error and leaves the memory tier to the garbage collector rather than
+// close it under them. It does not close Config.Disk.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -198,6 +201,7 @@ func (r *Reader) Close() error {
 	go func() {
 		r.reads.Wait()
 		r.wg.Wait()
+		r.disk.Flush()
 		close(drained)
 	}()
 	select {
