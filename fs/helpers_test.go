@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 // spec describes a member of a test snapshot.
@@ -64,7 +65,6 @@ func snapshot(t testing.TB, specs []spec) (*verify.Snapshot, [][]byte) {
 	slices.SortFunc(specs, func(a, b spec) int { return strings.Compare(a.path, b.path) })
 	var ms []verify.Member
 	var data [][]byte
-	var total int64
 	for _, s := range specs {
 		b := content(s.path, s.size)
 		d := b3.Of(b).String()
@@ -76,25 +76,8 @@ func snapshot(t testing.TB, specs []spec) (*verify.Snapshot, [][]byte) {
 		}
 		ms = append(ms, m)
 		data = append(data, b)
-		total += s.size
 	}
-	table, err := verify.EncodeMembers(ms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	man := &verify.Manifest{
-		Purpose: "fs test",
-		Members: verify.MembersRef{URI: verify.MembersURI(verify.SHA256(table)), Count: int64(len(ms)), Bytes: total},
-	}
-	mb, err := verify.Build(man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := verify.Check(man.SnapshotID, mb, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := c.Snapshot()
+	snap, err := verifytest.Snapshot(ms, "fs test")
 	if err != nil {
 		t.Fatal(err)
 	}

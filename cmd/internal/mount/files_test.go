@@ -15,6 +15,7 @@ import (
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 // casObjects serves CAS members from memory.
@@ -49,21 +50,7 @@ func filesOf(t *testing.T, data []byte) *files {
 	t.Helper()
 	d := b3.Of(data).String()
 	ms := []verify.Member{{ID: "m0", Path: "m0.bin", Size: int64(len(data)), Digest: d, CAS: d}}
-	table, err := verify.EncodeMembers(ms)
-	if err != nil {
-		t.Fatal(err)
-	}
-	man := &verify.Manifest{Purpose: "files test",
-		Members: verify.MembersRef{URI: verify.MembersURI(verify.SHA256(table)), Count: 1, Bytes: int64(len(data))}}
-	mb, err := verify.Build(man)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := verify.Check(man.SnapshotID, mb, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := c.Snapshot()
+	snap, err := verifytest.Snapshot(ms, "files test")
 	if err != nil {
 		t.Fatal(err)
 	}
