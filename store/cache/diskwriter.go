@@ -57,13 +57,18 @@ func (d *Disk) enqueue(k Key, b []byte) bool {
 		return true
 	}
 	if d.qbytes+int64(len(b)) > maxQueued && !d.closing {
+		// timedOut is set under wmu by the timer that wakes this wait, so
+		// the loop cannot miss the one wakeup it gets (a deadline compared
+		// with the clock could still be ahead when the timer fires).
+		timedOut := false
 		wake := time.AfterFunc(d.queueWait, func() {
 			d.wmu.Lock()
+			timedOut = true
 			d.wcond.Broadcast()
 			d.wmu.Unlock()
 		})
 		defer wake.Stop()
-		for end := time.Now().Add(d.queueWait); d.qbytes+int64(len(b)) > maxQueued && !d.closing && time.Now().Before(end); {
+		for d.qbytes+int64(len(b)) > maxQueued && !d.closing && !timedOut {
 			d.wcond.Wait()
 		}
 		if _, ok := d.queued[k]; ok {
