@@ -358,15 +358,24 @@ func passing(err error) bool {
 		!errors.Is(err, ErrClosed)
 }
 
-// memGet returns block i of m from the memory tier. A cached block of
-// another length than m's block i (a manifest that gives the same digest
-// another size) is not used.
+// memGet returns block i of m from the memory tier and counts a memory
+// hit: for a block about to be served.
 func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
+	b, ok := r.memBlock(m, i)
+	if ok {
+		r.st.memHits.Add(1)
+	}
+	return b, ok
+}
+
+// memBlock returns block i of m from the memory tier without counting a
+// hit. A cached block of another length than m's block i (a manifest that
+// gives the same digest another size) is not used.
+func (r *Reader) memBlock(m *Member, i int64) ([]byte, bool) {
 	b, ok := r.mem.Get(key(m, i))
 	if _, n := blockRange(m, i); !ok || int64(len(b)) != n {
 		return nil, false
 	}
-	r.st.memHits.Add(1)
 	return b, true
 }
 

@@ -738,3 +738,28 @@ func TestSpans(t *testing.T) {
 		t.Errorf("events %+v, want the damaged copy of block 6 reported once", ev)
 	}
 }
+
+// A block found in memory while a run is planned around another block
+// ends the run there and is not counted as a memory hit; only blocks
+// served from memory are.
+func TestMemHitsCountServedBlocks(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 4})
+	m := e.member(4 * BlockSize)
+	p := make([]byte, BlockSize)
+	if _, err := r.ReadAt(context.Background(), m, p, 2*BlockSize); err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < m.Size; off += BlockSize {
+		if _, err := r.ReadAt(context.Background(), m, p, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Served from memory or a flight already started: block 2 (read
+	// twice) and block 3 (readahead may have loaded it). Block 1's run is
+	// planned between blocks 0 and 2, both in memory: they are not served
+	// by it.
+	if st := r.Stats(); st.MemHits < 1 || st.MemHits+st.Joined > 2 {
+		t.Fatalf("%d memory hits, %d joined; want 1 or 2 in all, at least block 2 from memory", st.MemHits, st.Joined)
+	}
+}

@@ -117,10 +117,13 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool) (
 	}
 	c, own, onDisk := r.take(m, i)
 	if !own || isDone(c) { // joined, or i was in memory
-		if ahead {
+		switch {
+		case ahead:
 			<-r.ahead
-		} else if !own {
+		case !own:
 			r.st.joined.Add(1)
+		default:
+			r.st.memHits.Add(1) // served from the call take ended
 		}
 		r.wg.Done()
 		return []*lru.Call[[]byte]{c}, i
@@ -163,8 +166,9 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool) (
 
 // take starts the call of block j of m for a run. own is false if j has a
 // call in flight already (c is that call). A block the memory tier has
-// ends its call at once with the cached bytes; onDisk says the disk tier
-// has it. The tiers are asked after the call is started: a flight puts a
+// ends its call at once with the cached bytes (not counted as a memory
+// hit: a neighbour found so only ends the run there); onDisk says the
+// disk tier has it. The tiers are asked after the call is started: a flight puts a
 // block in the tiers before it forgets its call, so that no block is
 // fetched twice.
 func (r *Reader) take(m *Member, j int64) (c *lru.Call[[]byte], own, onDisk bool) {
@@ -173,7 +177,7 @@ func (r *Reader) take(m *Member, j int64) (c *lru.Call[[]byte], own, onDisk bool
 	if !own {
 		return c, false, false
 	}
-	if b, ok := r.memGet(m, j); ok {
+	if b, ok := r.memBlock(m, j); ok {
 		c.Set(b, nil)
 		r.calls.Forget(k, c)
 		return c, true, false
