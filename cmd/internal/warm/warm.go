@@ -71,7 +71,7 @@ type item struct {
 // (ErrBudget), and at the first member that cannot be loaded and
 // verified, with an error naming it; the other loads are then stopped.
 // Run is called once per Cache: it closes c.Reader once its loads are
-// done, so that every disk write they started has ended before it checks
+// done (Close waits for the disk writes they queued) before it checks
 // that the blocks are there.
 func Run(ctx context.Context, c *Cache, sel []int, o Options) (*Summary, error) {
 	start := time.Now()
@@ -96,12 +96,11 @@ func Run(ctx context.Context, c *Cache, sel []int, o Options) (*Summary, error) 
 	if err := load(ctx, c.Reader, items, s, o); err != nil {
 		return nil, err
 	}
-	// Closing the reader waits for the flights it started: a block that
-	// reached its waiter may still be on its way to the disk tier.
+	// Closing the reader waits for its flights and the disk writes they
+	// queued, so that cached sees what a mount will find.
 	if err := c.Reader.Close(); err != nil {
 		return nil, err
 	}
-	c.Disk.Flush()
 	if err := cached(c.Disk, items); err != nil {
 		return nil, err
 	}
