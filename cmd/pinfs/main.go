@@ -48,11 +48,13 @@ type command struct {
 	// that runs it with the positional arguments.
 	setup func(fs *pflag.FlagSet, out io.Writer) func(ctx context.Context, args []string) error
 	// subs, when set, makes this a group (`pinfs alias set …`): the next
-	// argument names one of subs, and setup is unused.
+	// argument names one of subs. A group with its own setup (`pinfs
+	// derive … -- CMD` and `pinfs derive log`) runs itself unless the next
+	// argument names one of subs.
 	subs []*command
 }
 
-var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd}
+var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pinfs: unknown command %q (see pinfs --help)\n", args[0])
 		return exitUsage
 	}
-	if cmd.subs != nil {
+	if cmd.subs != nil && (cmd.setup == nil || len(args) > 1 && find(cmd.subs, args[1]) != nil) {
 		group := cmd
 		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
 			groupUsage(stdout, group)
@@ -100,8 +102,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SortFlags = false
 	runCmd := cmd.setup(fs, stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n%s", cmd.name, cmd.args,
-			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages(), exitHelpMsg)
+		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n", cmd.name, cmd.args,
+			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages())
+		if len(cmd.subs) > 0 {
+			fmt.Fprintf(stdout, "Commands:\n")
+			for _, c := range cmd.subs {
+				fmt.Fprintf(stdout, "  %-9s %s (pinfs %s %s --help)\n", c.name, c.short, cmd.name, c.name)
+			}
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprint(stdout, exitHelpMsg)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
