@@ -63,6 +63,12 @@ type Config struct {
 	// and throttling included); StallTimeout cuts off a response that
 	// delivers nothing for that long. Zero means blocks.Config's default.
 	ReadTimeout, StallTimeout time.Duration
+
+	// Ready, when set, is called with the run id once the mount serves,
+	// where Notify reports readiness to a waiting parent: pinfs derive
+	// mounts its inputs in-process and waits for this before it runs the
+	// transform.
+	Ready func(runID string)
 }
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
@@ -138,6 +144,9 @@ func Run(ctx context.Context, c Config) (err error) {
 	log.Info("serving", "digest", c.Digest, "mountpoint", c.Mountpoint, "run", runID,
 		"members", snap.Table().Len(), "resumed", rec.Resumed())
 	Notify(runID, nil)
+	if c.Ready != nil {
+		c.Ready(runID)
+	}
 
 	serve(ctx, c, server, func() { emitConsumed(ctx, rec, tracker, log) })
 
