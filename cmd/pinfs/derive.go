@@ -3,18 +3,219 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/cmd/internal/derive"
+	"github.com/pinfs/pinfs/cmd/internal/mount"
+	"github.com/pinfs/pinfs/cmd/internal/pin"
+	"github.com/pinfs/pinfs/verify"
+	record "github.com/pinfs/pinfs/verify/derive"
 )
 
-// deriveCmd is a stub until helper D lands `pinfs derive`.
 var deriveCmd = &command{
 	name:  "derive",
-	args:  "--input NAME=DIGEST… --transform VERSION [--param K=V…] --store STORE -- CMD [ARGS…]",
+	args:  "--input NAME=DIGEST… --transform VERSION [--param K=V…] --store STORE -- CMD [ARGS…] | --check KEY|RECORD-FILE|OUTPUT-DIGEST",
 	short: "run a versioned transform over pinned inputs and pin its output, with a record",
-	subs:  []*command{deriveLogCmd},
+	long: `Run CMD over snapshots pinned by digest and pin what it writes, with a
+derivation record: the inputs, the transform VERSION, the params, the
+command line, the split rule and the output digest (docs/derive.md).
+
+Each --input NAME=DIGEST is mounted read-only, in this process, and its
+mountpoint passed to CMD as $PINFS_INPUT_NAME (and $PINFS_INPUT_<NAME in
+upper case>). Inputs are digests only: an alias, "latest", a prefix or a
+path is refused with exit status 2. CMD gets an empty directory,
+$PINFS_OUTPUT, and $PINFS_PARAM_<KEY> for each --param, $PINFS_TRANSFORM
+and $PINFS_DERIVATION_KEY. Its stdout and stderr go to stderr. When it
+exits 0 the output is pinned (as pinfs pin DIR does) with the inputs as
+parents and VERSION as transform, the record is saved in the store, and
+the output digest is printed as the last line of stdout.
+
+VERSION names the code: harvest@v1.4.2, registry/img@sha256:<hex>,
+repo@<commit>. The derivation key is the SHA-256 of the record without
+output and time. A key whose output is in the store is not run again: the
+cached digest is printed. --force reruns it, and fails like --check when
+the bytes differ; the record is never replaced.
+
+--check KEY|RECORD-FILE|OUTPUT-DIGEST reruns a recorded derivation into a
+scratch dir and compares the output with the recorded one: exit 0 when it
+is the same, exit 1 naming the transform version and the members changed,
+added and removed when not. It proves that this version is deterministic
+on these inputs, not that it is correct.
+
+SIGINT or SIGTERM stops CMD (SIGTERM, SIGKILL 10 s later), unmounts the
+inputs and exits 1.`,
+	subs: []*command{deriveLogCmd},
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
-		return func(ctx context.Context, args []string) error { return errors.New("not implemented yet") }
+		inputs := fs.StringArray("input", nil, "`NAME=DIGEST` of an input snapshot, a full sha256:<64 hex> digest (repeatable)")
+		transform := fs.String("transform", "", "`VERSION` of the code that derives the output: NAME@VERSION, e.g. harvest@v1.4.2 or registry/img@sha256:<64 hex>")
+		params := fs.StringArray("param", nil, "`KEY=VALUE` parameter of the transform, passed as $PINFS_PARAM_<KEY> (repeatable)")
+		split := fs.String("split", "dir", "split `RULE` of the output, as on pinfs pin: dir, dir:NAME,NAME... or none")
+		storeURL := storeFlag(fs)
+		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the input mounts' block cache, verified metadata and spool, as on pinfs mount")
+		runRecord := fs.String("run-record", "", "run record of the input mounts: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
+		workDir := fs.String("work-dir", "", "`DIR` in which the scratch dir (inputs, output) is made (default the system temp dir)")
+		recordFile := fs.String("record", "", "write the derivation record, canonical JSON, to `FILE`")
+		force := fs.Bool("force", false, "run the derivation even when its output is cached; fail when the output differs")
+		check := fs.String("check", "", "rerun the derivation of `KEY|RECORD-FILE|OUTPUT-DIGEST` and compare its output with the recorded one")
+		return func(ctx context.Context, args []string) error {
+			var cmdArgs []string
+			switch at := fs.ArgsLenAtDash(); {
+			case at > 0 || at < 0 && len(args) > 0:
+				return usagef("unexpected argument %s: the command goes after --", verify.Printable(args[0]))
+			case at == 0:
+				cmdArgs = args
+			}
+			if fs.Changed("check") {
+				for _, f := range []string{"input", "transform", "param", "split", "force", "record"} {
+					if fs.Changed(f) {
+						return usagef("--check takes no --%s: the record says how to run the derivation", f)
+					}
+				}
+				if len(cmdArgs) > 0 {
+					return usagef("--check takes no command: the record says how to run the derivation")
+				}
+				if *check == "" {
+					return usagef("--check needs a KEY, RECORD-FILE or OUTPUT-DIGEST")
+				}
+				rn, err := deriveRunner(ctx, *storeURL, *cacheDir, *runRecord, *workDir)
+				if err != nil {
+					return err
+				}
+				return deriveCheck(ctx, rn, *check, out)
+			}
+			r, err := deriveRecord(*inputs, *transform, *params, *split, cmdArgs)
+			if err != nil {
+				return err
+			}
+			rn, err := deriveRunner(ctx, *storeURL, *cacheDir, *runRecord, *workDir)
+			if err != nil {
+				return err
+			}
+			res, err := derive.Derive(ctx, rn, r, *force, time.Now())
+			if err != nil {
+				return err
+			}
+			rec := res.Record
+			switch res.Outcome {
+			case derive.Cached:
+				fmt.Fprintf(os.Stderr, "derivation %s is cached: output %s, recorded %s (--force reruns it)\n", rec.Key, rec.Output, rec.Time)
+			case derive.Reproduced:
+				fmt.Fprintf(os.Stderr, "derivation %s reproduced %s, recorded %s\n", rec.Key, rec.Output, rec.Time)
+			default:
+				fmt.Fprintf(os.Stderr, "derivation %s recorded: output %s\n", rec.Key, rec.Output)
+			}
+			if *recordFile != "" {
+				if err := writeRecord(*recordFile, rec); err != nil {
+					return err
+				}
+			}
+			_, err = fmt.Fprintln(out, rec.Output)
+			return err
+		}
 	},
+}
+
+// deriveRecord checks the parts of a derivation given on the command line
+// and returns its record (without output and time). Every error is a
+// usage error: nothing has been mounted or run.
+func deriveRecord(inputs []string, transform string, params []string, split string, cmdArgs []string) (*record.Record, error) {
+	ins, err := derive.ParseInputs(inputs)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if transform == "" {
+		return nil, usagef("--transform VERSION is required: the version of the code that derives the output, e.g. harvest@v1.4.2")
+	}
+	if err := record.CheckVersion(transform); err != nil {
+		return nil, usagef("--%w", err)
+	}
+	ps, err := derive.ParseParams(params)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if _, err := pin.ParseSplitRule(split); err != nil {
+		return nil, usageError{err}
+	}
+	if len(cmdArgs) == 0 {
+		return nil, usagef("no command: give it after --, e.g. pinfs derive … -- python3 harvest.py")
+	}
+	r, err := record.New(ins, transform, ps, cmdArgs, split)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return r, nil
+}
+
+// deriveRunner opens the store and the cache dir and returns the runner
+// of derivations.
+func deriveRunner(ctx context.Context, storeURL, cacheDir, runRecord, workDir string) (*derive.Runner, error) {
+	st, err := openStore(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	if cacheDir == "" {
+		return nil, errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
+	}
+	if err := mount.PrepareCacheDir(cacheDir); err != nil {
+		return nil, err
+	}
+	if runRecord == "" {
+		runRecord = filepath.Join(cacheDir, "runs.jsonl")
+	}
+	return &derive.Runner{
+		Store: st, CacheDir: cacheDir, RunRecord: runRecord, WorkDir: workDir, Output: os.Stderr,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, nil
+}
+
+// deriveCheck reruns the derivations that target names and compares their
+// outputs with the recorded ones. Each one that differs is reported on
+// stderr; the exit status is 1 when one does.
+func deriveCheck(ctx context.Context, rn *derive.Runner, target string, out io.Writer) error {
+	rs, err := derive.Lookup(ctx, rn.Store, target)
+	if errors.Is(err, verify.ErrNotDigest) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, r := range rs {
+		err := derive.Check(ctx, rn, r)
+		if err == nil {
+			fmt.Fprintf(out, "derivation %s reproduced %s\n", r.Key, r.Output)
+			continue
+		}
+		if len(rs) == 1 {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "pinfs derive: derivation %s: %s\n", r.Key, oneLine(err))
+		failed = true
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if failed {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// writeRecord writes r's canonical JSON and a newline to path.
+func writeRecord(path string, r *record.Record) error {
+	b, err := r.Encode()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--record: %w", err)
+	}
+	return nil
 }
