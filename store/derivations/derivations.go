@@ -15,6 +15,7 @@
 package derivations
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,8 @@ func ByKey(ctx context.Context, st store.Blobs, key verify.Digest) (*derive.Reco
 }
 
 // ByOutput returns the records whose output is d, sorted by key, or none.
+// Each index entry must be its key's record byte for byte: the key covers
+// neither the output nor the time, so a copy edited on its own is refused.
 // Several derivations can give the same bytes (a new transform version
 // that changed nothing, other parameters that do not matter).
 func ByOutput(ctx context.Context, st store.Blobs, d verify.Digest) ([]*derive.Record, error) {
@@ -113,6 +116,15 @@ func ByOutput(ctx context.Context, st store.Blobs, d verify.Digest) ([]*derive.R
 		}
 		if r.Key.Hex() != name || r.Output != d {
 			return nil, fmt.Errorf("derivation index %s in %s: holds the record of %s with output %s: %w", k, st, r.Key, r.Output, derive.ErrInvalid)
+		}
+		// The key does not cover output and time: the index entry must be
+		// the key's record itself, byte for byte.
+		main, err := st.Get(ctx, KeyOf(r.Key))
+		if err != nil {
+			return nil, fmt.Errorf("derivation index %s in %s: the record of %s: %w", k, st, r.Key, err)
+		}
+		if !bytes.Equal(main, b) {
+			return nil, fmt.Errorf("derivation index %s in %s: differs from the record of %s: %w", k, st, r.Key, derive.ErrInvalid)
 		}
 		rs = append(rs, r)
 	}

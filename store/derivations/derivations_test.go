@@ -123,6 +123,9 @@ func TestTamperedRecords(t *testing.T) {
 		"index edited": func(t *testing.T, dir string, r *derive.Record) {
 			edit(t, filepath.Join(dir, "derivations/outputs/sha256", out.Hex(), r.Key.Hex()), "t@v1", "t@v9")
 		},
+		"index time edited": func(t *testing.T, dir string, r *derive.Record) {
+			edit(t, filepath.Join(dir, "derivations/outputs/sha256", out.Hex(), r.Key.Hex()), "2026-12-01T13:40:00Z", "2026-12-01T13:40:01Z")
+		},
 		"index entry under another output": func(t *testing.T, dir string, r *derive.Record) {
 			b, _ := os.ReadFile(filepath.Join(dir, derivations.KeyOf(r.Key)))
 			write(t, filepath.Join(dir, "derivations/outputs/sha256", out.Hex(), strings.Repeat("0", 64)), b)

@@ -1,5 +1,5 @@
-// Package lineage compares snapshots and walks their parent chain
-// (`pinfs diff` and `pinfs log`).
+// Package lineage compares snapshots, walks their parent chain and their
+// derivation records (`pinfs diff`, `pinfs log` and `pinfs derive log`).
 package lineage
 
 import (
