@@ -43,8 +43,8 @@ type mountEnd struct {
 // goroutine of its own) and returns once they all serve. It fails, with
 // every mount undone, when one fails, when they do not all serve within
 // rn.MountTimeout, or when ctx ends. The mounts do not end with ctx:
-// close ends them, after the command has been stopped.
-func (rn *Runner) mountAll(ctx context.Context, inputs []record.Input, dir string) (*mounts, error) {
+// the returned unmount ends them, after the command has been stopped.
+func (rn *Runner) mountAll(ctx context.Context, inputs []record.Input, dir string) (unmount func(), err error) {
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ms := &mounts{cancel: cancel, done: make(chan mountEnd, len(inputs)), running: map[string]string{}, log: rn.Log}
 	ready := make(chan string, len(inputs))
@@ -84,7 +84,7 @@ func (rn *Runner) mountAll(ctx context.Context, inputs []record.Input, dir strin
 			return nil, fmt.Errorf("inputs not mounted within %v", cmp.Or(rn.MountTimeout, defaultMountTimeout))
 		}
 	}
-	return ms, nil
+	return ms.close, nil
 }
 
 // close unmounts the inputs and waits, at most unmountWait, for their

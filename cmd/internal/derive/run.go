@@ -39,6 +39,10 @@ type Runner struct {
 	// budgets (defaults 128 MiB and 10 GiB).
 	MountTimeout        time.Duration
 	CacheMem, CacheDisk int64
+
+	// mount, in tests, stands in for mounting the inputs (FUSE): it makes
+	// dir/<name> for each input and returns what undoes that.
+	mount func(ctx context.Context, inputs []record.Input, dir string) (unmount func(), err error)
 }
 
 // Run runs r's derivation in a fresh scratch dir, pinfs-derive-* under
@@ -64,12 +68,16 @@ func (rn *Runner) Run(ctx context.Context, r *record.Record) (verify.Digest, err
 	if err := os.Mkdir(output, 0o755); err != nil {
 		return "", fmt.Errorf("work dir: %w", err)
 	}
-	ms, err := rn.mountAll(ctx, r.Inputs, inputs)
+	mountAll := rn.mountAll
+	if rn.mount != nil {
+		mountAll = rn.mount
+	}
+	unmount, err := mountAll(ctx, r.Inputs, inputs)
 	if err != nil {
 		return "", err
 	}
 	err = rn.exec(ctx, r, inputs, output)
-	ms.close()
+	unmount()
 	if err != nil {
 		return "", err
 	}
