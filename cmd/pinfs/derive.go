@@ -28,8 +28,8 @@ derivation record: the inputs, the transform VERSION, the params, the
 command line, the split rule and the output digest (docs/derive.md).
 
 Each --input NAME=DIGEST is mounted read-only, in this process, and its
-mountpoint passed to CMD as $PINFS_INPUT_NAME (and $PINFS_INPUT_<NAME in
-upper case>). Inputs are digests only: an alias, "latest", a prefix or a
+mountpoint passed to CMD as $PINFS_INPUT_<NAME>, also in upper case
+($PINFS_INPUT_raw and $PINFS_INPUT_RAW for raw). Inputs are digests only: an alias, "latest", a prefix or a
 path is refused with exit status 2. CMD gets an empty directory,
 $PINFS_OUTPUT, and $PINFS_PARAM_<KEY> for each --param, $PINFS_TRANSFORM
 and $PINFS_DERIVATION_KEY. Its stdout and stderr go to stderr. When it
