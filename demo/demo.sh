@@ -4,7 +4,8 @@
 # walks it through admission (validate, approve, alias set, admit), then
 # warms the node's cache with the train split, mounts the admitted
 # snapshot with its permit, reads it, shows the run
-# record and unmounts.
+# record and unmounts; then derives a filtered set from it with
+# demo/harvest.sh and checks that derivation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pinfs=bin/pinfs
@@ -81,6 +82,21 @@ $pinfs run replay "$run" --run-record "$record" --cache-dir "$cache" --store "$s
 
 step "$pinfs run list --run-record $record --cache-dir $cache"
 $pinfs run list --run-record "$record" --cache-dir "$cache"
+
+step "$pinfs derive --input raw=$admitted --transform harvest@v1 --param label=billing --store $store --cache-dir $cache --record demo/cache/slice.json -- sh demo/harvest.sh   # a derived set, with its record"
+billing=$($pinfs derive --input raw="$admitted" --transform harvest@v1 --param label=billing --store "$store" --cache-dir "$cache" \
+	--record demo/cache/slice.json -- sh demo/harvest.sh | tail -n 1)
+echo "$billing"
+cat demo/cache/slice.json
+
+step "$pinfs derive --input raw=$admitted --transform harvest@v1 --param label=billing --store $store --cache-dir $cache -- sh demo/harvest.sh   # the same again: cached, nothing runs"
+$pinfs derive --input raw="$admitted" --transform harvest@v1 --param label=billing --store "$store" --cache-dir "$cache" -- sh demo/harvest.sh
+
+step "$pinfs derive --check demo/cache/slice.json --store $store --cache-dir $cache   # in CI: does harvest@v1 still give these bytes?"
+$pinfs derive --check demo/cache/slice.json --store "$store" --cache-dir "$cache"
+
+step "$pinfs derive log $billing --store $store"
+$pinfs derive log "$billing" --store "$store"
 
 step "$pinfs mount latest /tmp/pinfs-demo --store $store   # refused: digests only"
 if $pinfs mount latest /tmp/pinfs-demo --store "$store"; then
