@@ -114,10 +114,12 @@ func writeFile(t testing.TB, p, content string) {
 }
 
 // script writes a transform script at root/name (replacing an earlier
-// one): it first counts the run, then runs body under set -eu.
+// one): it first counts the run, then runs body under set -eu, with
+// @WORK@ replaced by the work dir.
 func (f *deriveFix) script(t testing.TB, name, body string) string {
 	t.Helper()
 	p := filepath.Join(f.root, name)
+	body = strings.ReplaceAll(body, "@WORK@", f.work)
 	writeFile(t, p, "#!/bin/sh\nset -eu\necho run >> '"+f.counter+"'\n"+body)
 	return p
 }

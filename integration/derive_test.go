@@ -7,6 +7,7 @@ package integration
 // derive must leave no mount and no work dir behind (deriveFix.derive).
 
 import (
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,9 +24,15 @@ const deriveVersion = "harvest@v1.4.2"
 
 // upperScript upper-cases the text files of input raw, copies big.bin,
 // and writes its parameters, transform and key. It fails when the input
-// is writable, the output is not empty or the upper-case input variable
-// is missing, and says hello on stdout (which pinfs sends to stderr).
+// is not a FUSE mount in a pinfs-derive-* dir of the work dir, is
+// writable, the output is not empty or the upper-case input variable is
+// missing, and says hello on stdout (which pinfs sends to stderr).
 const upperScript = `in="$PINFS_INPUT_raw"
+case "$in $PINFS_OUTPUT" in
+'@WORK@'/pinfs-derive-*/inputs/raw\ '@WORK@'/pinfs-derive-*/output) ;;
+*) echo "input $in, output $PINFS_OUTPUT: not in a pinfs-derive-* dir of the work dir" >&2; exit 5 ;;
+esac
+grep " $in " /proc/self/mountinfo | grep -q " - fuse" || { echo "$in is not a FUSE mount" >&2; exit 6; }
 [ "$PINFS_INPUT_RAW" = "$in" ] || { echo "PINFS_INPUT_RAW differs" >&2; exit 7; }
 [ -z "$(ls -A "$PINFS_OUTPUT")" ] || { echo "output not empty" >&2; exit 8; }
 if touch "$in/new" 2>/dev/null; then echo "input is writable" >&2; exit 9; fi
@@ -247,4 +254,99 @@ func readFileOr(t testing.TB, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestDeriveLogTwoLevels: raw (pinned) -> A = derive(raw) -> B = derive(A,
+// raw). derive log B shows both records and raw, reached twice, once as
+// not derived, pinned from its directory.
+func TestDeriveLogTwoLevels(t *testing.T) {
+	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
+		f := newDeriveFix(t, ds)
+		clean := f.script(t, "clean.sh", `tr a-z A-Z < "$PINFS_INPUT_raw/a.txt" > "$PINFS_OUTPUT/a.txt"`+"\n")
+		join := f.script(t, "join.sh", `cat "$PINFS_INPUT_a/a.txt" "$PINFS_INPUT_raw/sub/b.txt" > "$PINFS_OUTPUT/ab.txt"`+"\n")
+		recA, recB := filepath.Join(f.root, "a.json"), filepath.Join(f.root, "b.json")
+		a := f.derive(t, 0, nil, "--input", "raw="+f.raw, "--transform", "clean@v1", "--record", recA, "--", "sh", clean).lastLine()
+		b := f.derive(t, 0, nil, "--input", "a="+a, "--input", "raw="+f.raw, "--transform", "join@v2",
+			"--record", recB, "--", "sh", join).lastLine()
+		ra, rb := readRecord(t, recA), readRecord(t, recB)
+		if m := f.manifest(t, b); !slices.Equal(m.Parents, []string{a, f.raw}) {
+			t.Errorf("B's parents %q, want [%s %s]", m.Parents, a, f.raw)
+		}
+
+		for _, target := range []string{b, rb.Key} {
+			r := mustPinfs(t, f.env, "derive", "log", target, "--store", f.store)
+			for _, w := range []string{rb.Key, "join@v2", ra.Key, "clean@v1", a, f.raw, "dir:rawdata"} {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("derive log %s lacks %q:\n%s", target, w, r.stdout)
+				}
+			}
+			if n := strings.Count(r.stdout, "not derived"); n != 1 {
+				t.Errorf("derive log %s: raw shown as not derived %d times, want once:\n%s", target, n, r.stdout)
+			}
+			if strings.Index(r.stdout, rb.Key) > strings.Index(r.stdout, ra.Key) {
+				t.Errorf("derive log %s: A's record before B's:\n%s", target, r.stdout)
+			}
+		}
+		checkLineageJSON(t, f, b, rb, ra)
+		wantExit(t, f.env, 1, []string{"no derivation record for " + f.raw}, "derive", "log", f.raw, "--store", f.store)
+	})
+}
+
+// lineageNode is a node of pinfs derive log --json (cmd/internal/lineage.Node).
+type lineageNode struct {
+	Digest      string `json:"digest"`
+	Kind        string `json:"kind"`
+	Manifest    string `json:"manifest"`
+	Derivations []struct {
+		Record deriveRecord `json:"record"`
+		Inputs []struct {
+			Name string       `json:"name"`
+			Node *lineageNode `json:"node"`
+		} `json:"inputs"`
+	} `json:"derivations"`
+	Sources []struct {
+		ID  string `json:"id"`
+		URI string `json:"uri"`
+	} `json:"sources"`
+}
+
+// checkLineageJSON checks derive log --json of b = join(a, raw), a =
+// clean(raw): b's record, then depth first a's record with raw not derived
+// (pinned from dir:rawdata), then b's raw input as seen before.
+func checkLineageJSON(t *testing.T, f *deriveFix, b string, rb, ra deriveRecord) {
+	t.Helper()
+	r := mustPinfs(t, f.env, "derive", "log", b, "--store", f.store, "--json")
+	var n lineageNode
+	if err := json.Unmarshal([]byte(r.stdout), &n); err != nil {
+		t.Fatalf("derive log --json: %v: %v", err, r)
+	}
+	bad := func(what string) { t.Errorf("derive log --json: %s:\n%s", what, r.stdout) }
+	if n.Digest != b || n.Kind != "derived" || len(n.Derivations) != 1 {
+		bad("top is not B, derived by one record")
+		return
+	}
+	dv := n.Derivations[0]
+	if dv.Record.Key != rb.Key || dv.Record.Transform != "join@v2" || len(dv.Inputs) != 2 ||
+		dv.Inputs[0].Name != "a" || dv.Inputs[1].Name != "raw" || dv.Inputs[0].Node == nil || dv.Inputs[1].Node == nil {
+		bad("B's record or its inputs a, raw")
+		return
+	}
+	an, rawSeen := dv.Inputs[0].Node, dv.Inputs[1].Node
+	if an.Digest != rb.Inputs[0].Digest || an.Kind != "derived" || len(an.Derivations) != 1 {
+		bad("input a is not A, derived by one record")
+		return
+	}
+	da := an.Derivations[0]
+	if da.Record.Key != ra.Key || da.Record.Transform != "clean@v1" || len(da.Inputs) != 1 || da.Inputs[0].Name != "raw" || da.Inputs[0].Node == nil {
+		bad("A's record or its input raw")
+		return
+	}
+	raw := da.Inputs[0].Node
+	if raw.Digest != f.raw || raw.Kind != "not-derived" || raw.Manifest != "read" || len(raw.Derivations) != 0 ||
+		len(raw.Sources) != 1 || raw.Sources[0].URI != "dir:rawdata" {
+		bad("raw under A is not shown as not derived, pinned from dir:rawdata")
+	}
+	if rawSeen.Digest != f.raw || rawSeen.Kind != "seen" || len(rawSeen.Derivations) != 0 || len(rawSeen.Sources) != 0 {
+		bad("raw under B is not referred to as seen")
+	}
 }
