@@ -29,7 +29,7 @@ func open(t *testing.T) (*localstore.Store, string) {
 // record returns a complete record of transform v with output out.
 func record(t *testing.T, v string, out verify.Digest) *derive.Record {
 	t.Helper()
-	r, err := derive.New([]derive.Input{{"raw", verify.SHA256([]byte("raw"))}}, v, nil, []string{"sh", "t.sh"}, "dir")
+	r, err := derive.New([]derive.Input{{Name: "raw", Digest: verify.SHA256([]byte("raw"))}}, v, nil, []string{"sh", "t.sh"}, "dir")
 	if err != nil {
 		t.Fatal(err)
 	}
