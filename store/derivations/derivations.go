@@ -69,6 +69,30 @@ func Save(ctx context.Context, st store.Blobs, r *derive.Record) (*derive.Record
 	return saved, nil
 }
 
+// ErrNoRecord is wrapped by Find's error for a digest that is neither a
+// key nor the output of a record.
+var ErrNoRecord = errors.New("no derivation record")
+
+// Find returns the records d names: the record of key d, or else the
+// records whose output is d. None is an error wrapping ErrNoRecord.
+func Find(ctx context.Context, st store.Blobs, d verify.Digest) ([]*derive.Record, error) {
+	r, err := ByKey(ctx, st, d)
+	if err == nil {
+		return []*derive.Record{r}, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	rs, err := ByOutput(ctx, st, d)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w for %s in store %s", ErrNoRecord, d, st)
+	}
+	return rs, nil
+}
+
 // ByKey returns the record of key, or an error wrapping store.ErrNotFound
 // when there is none. A record that does not parse, or is not the record
 // of key, fails with an error wrapping derive.ErrInvalid.

@@ -13,13 +13,9 @@ import (
 	record "github.com/pinfs/pinfs/verify/derive"
 )
 
-// ErrNoRecord is wrapped by Lookup's error for a digest that is neither a
-// key nor an output with a record.
-var ErrNoRecord = errors.New("no derivation record")
-
 // Lookup returns the records `pinfs derive --check TARGET` checks. A full
 // digest is looked up as a derivation key first, then as an output digest
-// (every record of that output); anything else is the path of a record
+// (every record of that output; none is derivations.ErrNoRecord); anything else is the path of a record
 // file, which must Parse. A target that starts with "sha256:" but is
 // neither a full digest nor a file is refused with an error wrapping
 // verify.ErrNotDigest.
@@ -28,21 +24,7 @@ func Lookup(ctx context.Context, st store.Store, target string) ([]*record.Recor
 	if derr != nil {
 		return readRecordFile(target, derr)
 	}
-	r, err := derivations.ByKey(ctx, st, d)
-	if err == nil {
-		return []*record.Record{r}, nil
-	}
-	if !errors.Is(err, store.ErrNotFound) {
-		return nil, err
-	}
-	rs, err := derivations.ByOutput(ctx, st, d)
-	if err != nil {
-		return nil, err
-	}
-	if len(rs) == 0 {
-		return nil, fmt.Errorf("%w for %s in store %s", ErrNoRecord, d, st)
-	}
-	return rs, nil
+	return derivations.Find(ctx, st, d)
 }
 
 // readRecordFile reads and parses the record file path. derr is why path

@@ -331,7 +331,7 @@ func TestLookup(t *testing.T) {
 			t.Errorf("Lookup(%s) = %v, %v; want the record", target, rs, err)
 		}
 	}
-	if _, err := Lookup(ctx, f.st, string(f.input)); !errors.Is(err, ErrNoRecord) ||
+	if _, err := Lookup(ctx, f.st, string(f.input)); !errors.Is(err, derivations.ErrNoRecord) ||
 		err.Error() != "no derivation record for "+string(f.input)+" in store "+f.st.String() {
 		t.Errorf("Lookup(input) = %v, want no derivation record", err)
 	}

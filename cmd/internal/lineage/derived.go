@@ -22,10 +22,6 @@ import (
 // digest it is given; an input deeper than that is not looked up.
 const MaxDepth = 32
 
-// ErrNoRecord is wrapped by Derived's error when the store holds no
-// derivation record for the digest it was given.
-var ErrNoRecord = errors.New("no derivation record")
-
 // The kinds of Node.
 const (
 	KindDerived    = "derived"     // Derivations holds the records that produced Digest
@@ -82,9 +78,9 @@ func (n *Node) Unreadable() bool {
 
 // Records is what Derived reads: derivation records and manifests.
 type Records interface {
-	// ByKey returns the record of key; an error wrapping store.ErrNotFound
-	// when there is none.
-	ByKey(ctx context.Context, key verify.Digest) (*derive.Record, error)
+	// Find returns the record of key d, or else the records whose output
+	// is d; none is an error wrapping derivations.ErrNoRecord.
+	Find(ctx context.Context, d verify.Digest) ([]*derive.Record, error)
 	// ByOutput returns the records whose output is d; empty when none.
 	ByOutput(ctx context.Context, d verify.Digest) ([]*derive.Record, error)
 	// Manifest returns manifest d, verified against d; an error wrapping
@@ -98,8 +94,8 @@ func StoreRecords(st store.Blobs) Records { return storeRecords{st} }
 
 type storeRecords struct{ st store.Blobs }
 
-func (s storeRecords) ByKey(ctx context.Context, key verify.Digest) (*derive.Record, error) {
-	return derivations.ByKey(ctx, s.st, key)
+func (s storeRecords) Find(ctx context.Context, d verify.Digest) ([]*derive.Record, error) {
+	return derivations.Find(ctx, s.st, d)
 }
 
 func (s storeRecords) ByOutput(ctx context.Context, d verify.Digest) ([]*derive.Record, error) {
@@ -122,11 +118,11 @@ func (s storeRecords) Manifest(ctx context.Context, d verify.Digest) (*verify.Ma
 // KindNotDerived node with its manifest's sources; a manifest the store
 // lacks or cannot give is noted in the node, not an error.
 //
-// No record for d itself is an error wrapping ErrNoRecord. A record that
+// No record for d itself is an error wrapping derivations.ErrNoRecord. A record that
 // fails to parse (the error of rs names its key) or a store failure ends
 // the walk with an error.
 func Derived(ctx context.Context, rs Records, d verify.Digest) (*Node, error) {
-	recs, err := top(ctx, rs, d)
+	recs, err := rs.Find(ctx, d)
 	if err != nil {
 		return nil, err
 	}
@@ -134,27 +130,6 @@ func Derived(ctx context.Context, rs Records, d verify.Digest) (*Node, error) {
 	out := recs[0].Output
 	w.seen[out] = true
 	return w.derived(ctx, out, recs, 0)
-}
-
-// top returns the record whose key is d, or else the records whose output is d.
-func top(ctx context.Context, rs Records, d verify.Digest) ([]*derive.Record, error) {
-	r, err := rs.ByKey(ctx, d)
-	switch {
-	case err == nil && r.Key != d:
-		return nil, fmt.Errorf("derivation record %s: found under key %s", r.Key, d)
-	case err == nil:
-		return []*derive.Record{r}, nil
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
-	}
-	recs, err := rs.ByOutput(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w for %s", ErrNoRecord, d)
-	}
-	return recs, nil
 }
 
 // walker walks one lineage; seen holds every digest already shown.

@@ -224,7 +224,7 @@ func TestDerivedNoRecord(t *testing.T) {
 	s := newLineageStore(t)
 	for _, d := range []verify.Digest{s.raw, verify.SHA256([]byte("unknown"))} {
 		_, err := Derived(context.Background(), StoreRecords(s.st), d)
-		if !errors.Is(err, ErrNoRecord) || !strings.Contains(err.Error(), string(d)) {
+		if !errors.Is(err, derivations.ErrNoRecord) || !strings.Contains(err.Error(), string(d)) {
 			t.Errorf("Derived(%s) = %v, want ErrNoRecord naming it", d, err)
 		}
 	}
@@ -268,15 +268,18 @@ type fakeRecords struct {
 	lookups   int                     // ByOutput calls
 }
 
-func (f *fakeRecords) ByKey(_ context.Context, key verify.Digest) (*derive.Record, error) {
+func (f *fakeRecords) Find(ctx context.Context, d verify.Digest) ([]*derive.Record, error) {
 	for _, rs := range f.byOutput {
 		for _, r := range rs {
-			if r.Key == key {
-				return r, nil
+			if r.Key == d {
+				return []*derive.Record{r}, nil
 			}
 		}
 	}
-	return nil, fmt.Errorf("derivation %s: %w", key, store.ErrNotFound)
+	if rs, _ := f.ByOutput(ctx, d); len(rs) > 0 {
+		return rs, nil
+	}
+	return nil, fmt.Errorf("%w for %s", derivations.ErrNoRecord, d)
 }
 
 func (f *fakeRecords) ByOutput(_ context.Context, d verify.Digest) ([]*derive.Record, error) {
