@@ -82,6 +82,17 @@ func TestSaveAndFind(t *testing.T) {
 			t.Errorf("ByOutput returned an unknown record %s", r.Key)
 		}
 	}
+
+	// Find: a key names its record, an output every record of it.
+	if rs, err := derivations.Find(ctx, st, r2.Key); err != nil || len(rs) != 1 || rs[0].Key != r2.Key {
+		t.Errorf("Find(key) = %v, %v; want the one record", rs, err)
+	}
+	if rs, err := derivations.Find(ctx, st, out); err != nil || len(rs) != 2 {
+		t.Errorf("Find(output) = %d records, %v; want 2", len(rs), err)
+	}
+	if _, err := derivations.Find(ctx, st, verify.SHA256([]byte("nothing"))); !errors.Is(err, derivations.ErrNoRecord) {
+		t.Errorf("Find(unknown) = %v, want ErrNoRecord", err)
+	}
 }
 
 // TestSaveRace: of many derivations of one key racing with different
