@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/pinfs/pinfs/cmd/internal/pin"
 	"github.com/pinfs/pinfs/store/dial"
-	"github.com/pinfs/pinfs/verify"
 )
 
 var pinCmd = &command{
@@ -45,7 +45,7 @@ characters are refused.
 Pinning the same source versions with the same flags gives the same digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
-		parents := fs.StringArray("parent", nil, "`DIGEST` of an earlier manifest this one derives from (repeatable)")
+		parents := fs.StringArray("parent", nil, "`DIGEST` of an earlier manifest this one derives from (repeatable); its members' known versions are reused")
 		purpose := fs.String("purpose", "", "what the snapshot is for, e.g. support-model-training-v3")
 		split := fs.String("split", "dir", "split `RULE`: dir (first path component if train, val, validation or test), dir:NAME,NAME..., or none")
 		transform := fs.String("transform", "", "code or image that produced the members, pinned by digest: NAME@sha256:<64 hex> or NAME@<commit hex>")
@@ -54,24 +54,34 @@ Pinning the same source versions with the same flags gives the same digest.`,
 		tombstone := fs.Int64("tombstone-watermark", 0, "deletion/revocation watermark the sources were read at")
 		fence := fs.Int64("benchmark-fence", 0, "benchmark fence the selection respected")
 		jobs := fs.Int("jobs", 8, "objects read and hashed in parallel")
+		rehash := fs.Bool("rehash", false, "read and hash every object, even versions the digest cache or a --parent knows (audits the cache)")
+		planFile := fs.String("plan", "", "sharded pin: the plan `FILE` to write (with --shards) or to read (with --shard, --merge; also sha256:<hex> of a plan in the store)")
+		shards := fs.Int("shards", 0, "sharded pin, phase 1: list SOURCE once and write a plan of `N` shards of balanced bytes to --plan")
+		shard := fs.Int("shard", -1, "sharded pin, phase 2: hash shard `I` (0 <= I < N) of --plan and store its partial table; idempotent")
+		fs.Bool("merge", false, "sharded pin, phase 3: check every shard of --plan is stored and write the manifest")
+		manifestFlags := []string{"parent", "purpose", "split", "transform", "record-schema", "selection-policy", "tombstone-watermark", "benchmark-fence"}
 		return func(ctx context.Context, args []string) error {
-			if len(args) != 1 {
-				return usagef("want exactly one SOURCE, got %d arguments", len(args))
+			phase, err := pinPhase(fs, args, *planFile, manifestFlags)
+			if err != nil {
+				return err
+			}
+			p := &pin.Pinner{Options: pin.Options{Jobs: *jobs, Rehash: *rehash}}
+			if isTerminal(os.Stderr) {
+				p.Progress = &pin.Progress{W: os.Stderr}
+			}
+			if phase == phaseShard || phase == phaseMerge {
+				return pinFromPlan(ctx, p, *storeURL, *planFile, phase, *shard, out)
 			}
 			if err := pin.CheckTransform(*transform); err != nil {
 				return usageError{err}
 			}
-			p := &pin.Pinner{Options: pin.Options{
-				Purpose: *purpose, Transform: *transform, RecordSchema: *recordSchema,
-				SelectionPolicy: *selection, Jobs: *jobs,
-			}}
+			p.Purpose, p.Transform, p.RecordSchema, p.SelectionPolicy = *purpose, *transform, *recordSchema, *selection
 			if fs.Changed("tombstone-watermark") {
 				p.TombstoneWatermark = tombstone
 			}
 			if fs.Changed("benchmark-fence") {
 				p.BenchmarkFence = fence
 			}
-			var err error
 			if p.Split, err = pin.ParseSplitRule(*split); err != nil {
 				return usageError{err}
 			}
@@ -82,32 +92,186 @@ Pinning the same source versions with the same flags gives the same digest.`,
 				}
 				p.Parents = append(p.Parents, d)
 			}
-			if isTerminal(os.Stderr) {
-				p.Progress = &pin.Progress{W: os.Stderr}
+			bucket, prefix, isS3 := strings.Cut(strings.TrimPrefix(args[0], "s3://"), "/")
+			isS3 = strings.HasPrefix(args[0], "s3://")
+			switch {
+			case isS3 && bucket == "":
+				return usagef("source %q: no bucket", args[0])
+			case !isS3 && phase == phasePlan:
+				return usagef("--shards: source %q is not s3://BUCKET/PREFIX; only S3 pins are sharded", args[0])
 			}
 			if p.Store, err = openStore(ctx, *storeURL); err != nil {
 				return err
 			}
-			var d verify.Digest
-			if rest, ok := strings.CutPrefix(args[0], "s3://"); ok {
-				bucket, prefix, _ := strings.Cut(rest, "/")
-				if bucket == "" {
-					return usagef("source %q: no bucket", args[0])
-				}
-				if p.Lister, err = dial.OpenLister(ctx); err != nil {
+			if !isS3 {
+				d, err := p.Dir(ctx, args[0])
+				if err != nil {
 					return err
 				}
-				d, err = p.S3(ctx, bucket, prefix)
-			} else {
-				d, err = p.Dir(ctx, args[0])
+				_, err = fmt.Fprintln(out, d)
+				return err
 			}
+			if p.Lister, err = dial.OpenLister(ctx); err != nil {
+				return err
+			}
+			if phase == phasePlan {
+				return writePlan(ctx, p, bucket, prefix, *shards, *planFile, out)
+			}
+			d, err := p.S3(ctx, bucket, prefix)
 			if err != nil {
 				return err
 			}
+			reportStats(p.Stats(), "")
 			_, err = fmt.Fprintln(out, d)
 			return err
 		}
 	},
+}
+
+// pinPhase is what one pinfs pin does: a whole pin, or one phase of a
+// sharded pin.
+type pinPhaseKind int
+
+const (
+	phaseWhole pinPhaseKind = iota
+	phasePlan
+	phaseShard
+	phaseMerge
+)
+
+// pinPhase checks that the flags and arguments name exactly one phase.
+func pinPhase(fs *pflag.FlagSet, args []string, plan string, manifestFlags []string) (pinPhaseKind, error) {
+	shards, shard, merge := fs.Changed("shards"), fs.Changed("shard"), fs.Changed("merge")
+	n := 0
+	for _, set := range []bool{shards, shard, merge} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return 0, usagef("--shards, --shard and --merge are three phases; give one of them")
+	case n == 1 && plan == "":
+		return 0, usagef("--shards, --shard and --merge need --plan FILE")
+	case n == 0 && fs.Changed("plan"):
+		return 0, usagef("--plan needs --shards N (write a plan), --shard I (hash a shard) or --merge")
+	case shards:
+		if len(args) != 1 {
+			return 0, usagef("--shards: want exactly one SOURCE s3://BUCKET/PREFIX, got %d arguments", len(args))
+		}
+		if v, _ := fs.GetInt("shards"); v < 1 || v > maxShards {
+			return 0, usagef("--shards %d: want 1 to %d", v, maxShards)
+		}
+		return phasePlan, nil
+	case shard || merge:
+		if len(args) != 0 {
+			return 0, usagef("--shard and --merge take the SOURCE from --plan; got %d arguments", len(args))
+		}
+		for _, f := range manifestFlags {
+			if fs.Changed(f) {
+				return 0, usagef("--%s: manifest flags are fixed when the plan is written (with --shards)", f)
+			}
+		}
+		if shard {
+			return phaseShard, nil
+		}
+		return phaseMerge, nil
+	}
+	if len(args) != 1 {
+		return 0, usagef("want exactly one SOURCE, got %d arguments", len(args))
+	}
+	return phaseWhole, nil
+}
+
+// maxShards bounds --shards.
+const maxShards = 10000
+
+// writePlan lists bucket/prefix once and writes a plan of n shards to file
+// and to the store; it prints the plan's digest.
+func writePlan(ctx context.Context, p *pin.Pinner, bucket, prefix string, n int, file string, out io.Writer) error {
+	b, d, err := p.Plan(ctx, bucket, prefix, n)
+	if err != nil {
+		return err
+	}
+	pl, err := pin.ParsePlan(b)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(file, b); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "pinfs pin: plan %s: %s; written to %s\n", d, pl.Summary(), file)
+	_, err = fmt.Fprintln(out, d)
+	return err
+}
+
+// pinFromPlan runs phase 2 (one shard) or phase 3 (merge) of a sharded pin.
+func pinFromPlan(ctx context.Context, p *pin.Pinner, storeURL, planArg string, phase pinPhaseKind, i int, out io.Writer) error {
+	var err error
+	if p.Store, err = openStore(ctx, storeURL); err != nil {
+		return err
+	}
+	pl, d, err := pin.LoadPlan(ctx, p.Store, planArg)
+	if err != nil {
+		return err
+	}
+	if p.Options, err = pl.Options(p.Options); err != nil {
+		return err
+	}
+	if phase == phaseShard {
+		if i < 0 || i >= pl.Len() {
+			return usagef("--shard %d: plan %s has shards 0 to %d", i, d, pl.Len()-1)
+		}
+		if err := p.Shard(ctx, pl, d, i); err != nil {
+			return err
+		}
+		reportStats(p.Stats(), fmt.Sprintf("shard %d of %d: ", i, pl.Len()))
+		return nil
+	}
+	if p.Lister, err = dial.OpenLister(ctx); err != nil {
+		return err
+	}
+	md, err := p.Merge(ctx, pl, d)
+	if err != nil {
+		return err
+	}
+	reportStats(p.Stats(), "merge: ")
+	_, err = fmt.Fprintln(out, md)
+	return err
+}
+
+// writeFileAtomic writes b to path through a temporary file renamed over
+// it, so a reader never sees half a plan.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// reportStats prints the summary line of an S3 pin, shard or merge, and
+// what went wrong with the digest cache, to stderr.
+func reportStats(s pin.Stats, what string) {
+	fmt.Fprintf(os.Stderr, "pinfs pin: %s%s\n", what, s)
+	if s.Disagreed > 0 {
+		fmt.Fprintf(os.Stderr, "pinfs pin: warning: the digest cache held %d wrong digests; the bytes read replace them\n", s.Disagreed)
+	}
+	if s.CacheError != "" {
+		fmt.Fprintf(os.Stderr, "pinfs pin: warning: digest cache: %s\n", s.CacheError)
+	}
 }
 
 // isTerminal reports whether f is a character device (a terminal).

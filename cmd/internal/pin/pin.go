@@ -29,6 +29,9 @@ type Options struct {
 	Split              SplitRule
 	Jobs               int       // objects hashed in parallel; <= 0 means 8
 	Progress           *Progress // nil for quiet
+	// Rehash reads every member even when a parent or the digest cache
+	// knows its version; the cache is then only audited.
+	Rehash bool
 }
 
 // Pinner writes pins into Store. Lister lists S3 sources; it may be nil
@@ -37,6 +40,8 @@ type Pinner struct {
 	Store  store.Store
 	Lister store.Lister
 	Options
+
+	stats Stats // counts of the last S3, Shard or Merge
 
 	// Test hooks, nil outside tests: afterWalk runs once a directory has
 	// been listed, afterHash after a directory file has been hashed and
