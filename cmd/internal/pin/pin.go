@@ -84,6 +84,27 @@ func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, 
 	if len(vs) == 0 {
 		return "", fmt.Errorf("s3://%s/%s: no objects to pin", bucket, prefix)
 	}
+	items, err := s3Items(bucket, prefix, vs)
+	if err != nil {
+		return "", err
+	}
+	src, err := s3Source(bucket, prefix, vs)
+	if err != nil {
+		return "", err
+	}
+	if err := p.hashAll(ctx, src, items); err != nil {
+		return "", err
+	}
+	if err := p.relist(ctx, bucket, prefix, vs); err != nil {
+		return "", err
+	}
+	return p.write(ctx, src, items)
+}
+
+// s3Items returns the items to hash for the listing vs of bucket/prefix
+// (prefix ends in "/" or is empty). A key that gives no safe mount path or
+// a version that is not pinnable fails, naming up to ten of them.
+func s3Items(bucket, prefix string, vs []store.ObjectVersion) ([]*item, error) {
 	var items []*item
 	var bad []string
 	for _, v := range vs {
@@ -101,20 +122,20 @@ func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, 
 		}})
 	}
 	if len(bad) > 0 {
-		return "", fmt.Errorf("s3://%s/%s: %s", bucket, prefix, summarize(bad))
+		return nil, fmt.Errorf("s3://%s/%s: %s", bucket, prefix, summarize(bad))
 	}
+	return items, nil
+}
+
+// s3Source is the manifest source of a pin of bucket/prefix from the
+// listing vs (sorted by key): its URI and the SHA-256 of the canonical
+// JSON of the listing.
+func s3Source(bucket, prefix string, vs []store.ObjectVersion) (verify.Source, error) {
 	listing, err := jcs.Marshal(vs)
 	if err != nil {
-		return "", err
+		return verify.Source{}, err
 	}
-	src := verify.Source{ID: "s3", URI: "s3://" + bucket + "/" + prefix, Listing: verify.SHA256(listing)}
-	if err := p.hashAll(ctx, src, items); err != nil {
-		return "", err
-	}
-	if err := p.relist(ctx, bucket, prefix, vs); err != nil {
-		return "", err
-	}
-	return p.write(ctx, src, items)
+	return verify.Source{ID: "s3", URI: "s3://" + bucket + "/" + prefix, Listing: verify.SHA256(listing)}, nil
 }
 
 // pin hashes items and writes the member table and the manifest.
