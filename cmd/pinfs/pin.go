@@ -16,7 +16,7 @@ import (
 
 var pinCmd = &command{
 	name:  "pin",
-	args:  "SOURCE --store STORE [flags]",
+	args:  "SOURCE --store STORE [flags] | --plan PLAN (--shard I | --merge) --store STORE",
 	short: "pin a bucket prefix or a directory into a new manifest",
 	long: `Pin SOURCE into a new immutable manifest and print its digest as the
 last line of stdout.
@@ -42,7 +42,34 @@ while it is pinned fails the pin and is named. The store hashes what it
 writes and never reuses a blob it has not re-hashed. Paths with control
 characters are refused.
 
-Pinning the same source versions with the same flags gives the same digest.`,
+Pinning the same source versions with the same flags gives the same digest.
+
+Re-pins read only what changed. An S3 object version never changes, so
+once a version's BLAKE3 digest and Bao outboard are known they are taken
+from the store instead of being read again: from the members of every
+--parent manifest, and by default from the store's digest cache of the
+source (versions/ in the store: content-addressed segments, a few
+requests whatever the number of members). A reused member's outboard must
+be in the store and hash up to its digest; otherwise the member is read
+and its outboard rewritten. The pin prints on stderr how many members were
+reused and read and the bytes it read. --rehash reads everything (and
+reports cached digests that differ); pinfs verify --deep re-reads every
+member, so the shortcut can always be audited.
+
+A first pin of a huge prefix spreads over machines in three phases:
+
+  pinfs pin s3://B/P --store S --plan plan.json --shards N [manifest flags]
+      list once, split the members into N shards of balanced bytes, write
+      the plan to plan.json and to the store; print the plan's digest
+  pinfs pin --plan plan.json|sha256:PLAN --shard I --store S
+      hash shard I (0 <= I < N) and store its partial table; idempotent,
+      and a rerun after a crash reuses what the crashed run checkpointed
+  pinfs pin --plan plan.json|sha256:PLAN --merge --store S
+      check that every shard is stored and covers exactly the plan, list
+      the prefix again, write the manifest and print its digest: the
+      digest a single pin of the same listing gives
+
+docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		parents := fs.StringArray("parent", nil, "`DIGEST` of an earlier manifest this one derives from (repeatable); its members' known versions are reused")
