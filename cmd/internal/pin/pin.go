@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/versions"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
 	"github.com/pinfs/pinfs/verify/jcs"
@@ -42,6 +43,10 @@ type Pinner struct {
 	Options
 
 	stats Stats // counts of the last S3, Shard or Merge
+
+	// openCache opens the digest cache of a source; nil means
+	// versions.Open on Store. Tests wrap it to watch the checkpoints.
+	openCache func(bucket, prefix string) (cacheIndex, error)
 
 	// Test hooks, nil outside tests: afterWalk runs once a directory has
 	// been listed, afterHash after a directory file has been hashed and
@@ -92,13 +97,25 @@ func (p *Pinner) S3(ctx context.Context, bucket, prefix string) (verify.Digest, 
 	if err != nil {
 		return "", err
 	}
-	if err := p.hashAll(ctx, src, items); err != nil {
+	run, err := p.hashVersions(ctx, src, bucket, prefix, items)
+	if err != nil {
 		return "", err
 	}
 	if err := p.relist(ctx, bucket, prefix, vs); err != nil {
+		run.finish(ctx, nil) // the digests read are right whatever the listing
 		return "", err
 	}
-	return p.write(ctx, src, items)
+	d, err := p.write(ctx, src, items)
+	if err != nil {
+		run.finish(ctx, nil)
+		return "", err
+	}
+	live := make([]versions.Entry, len(items))
+	for i, it := range items {
+		live[i] = entryOf(it)
+	}
+	run.finish(ctx, live)
+	return d, nil
 }
 
 // s3Items returns the items to hash for the listing vs of bucket/prefix
@@ -149,6 +166,12 @@ func (p *Pinner) pin(ctx context.Context, src verify.Source, items []*item) (ver
 // hashAll hashes items in parallel and stores their outboards (and, for
 // directory items, their bytes).
 func (p *Pinner) hashAll(ctx context.Context, src verify.Source, items []*item) error {
+	return p.forEach(ctx, src, items, p.hash)
+}
+
+// forEach runs do on every item, Jobs at a time, counting progress, and
+// fails naming the items that failed.
+func (p *Pinner) forEach(ctx context.Context, src verify.Source, items []*item, do func(context.Context, *item) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	jobs := cmp.Or(max(p.Jobs, 0), 8)
@@ -168,7 +191,7 @@ func (p *Pinner) hashAll(ctx context.Context, src verify.Source, items []*item) 
 	for range jobs {
 		wg.Go(func() {
 			for it := range next {
-				if err := p.hash(ctx, it); err != nil {
+				if err := do(ctx, it); err != nil {
 					mu.Lock()
 					errs = append(errs, err.Error())
 					mu.Unlock()
@@ -205,16 +228,22 @@ func (p *Pinner) hash(ctx context.Context, it *item) error {
 		return fmt.Errorf("%s: %w", it.path, err)
 	}
 	if it.size > b3.GroupSize {
-		if err := p.Store.Put(ctx, verify.OutboardKey(sum.Hex()), outboard); err != nil {
+		if err := p.storeOutboard(ctx, sum, it.size, outboard); err != nil {
 			return fmt.Errorf("%s: storing outboard: %w", it.path, err)
 		}
 	}
+	p.fill(it, sum)
+	return nil
+}
+
+// fill sets the member fields of an item with digest sum, the same
+// whether its bytes were read or its digest reused.
+func (p *Pinner) fill(it *item, sum b3.Sum) {
 	it.m.ID = it.path
 	it.m.Path = it.path
 	it.m.Split = p.Split.Split(it.path)
 	it.m.Size = it.size
 	it.m.Digest = sum.String()
-	return nil
 }
 
 // hashObject reads an S3 item once at its exact version and returns its
