@@ -57,6 +57,19 @@ var (
 // It is safe for concurrent use.
 type Client struct {
 	api *s3.Client
+
+	// ListParallel bounds how many sub-prefixes ListCurrent lists at once:
+	// 0 means DefaultListParallel, 1 a sequential listing. Set it before
+	// the Client is used.
+	ListParallel int
+}
+
+// listParallel is ListParallel with its default applied.
+func (c *Client) listParallel() int {
+	if c.ListParallel <= 0 {
+		return DefaultListParallel
+	}
+	return c.ListParallel
 }
 
 // NewClient returns a Client configured from the environment the way the

@@ -25,6 +25,10 @@ const maxNamed = 10
 // could be pinned, and ListCurrent fails with store.ErrUnversioned. It fails
 // the same way, naming the keys, when a current version is "null" (written
 // before versioning was enabled).
+//
+// Where the key space allows it, the listing runs in parallel (see
+// Client.ListParallel and walk); the result is the same as a sequential
+// listing's.
 func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]store.ObjectVersion, error) {
 	where := fmt.Sprintf("s3://%s/%s", bucket, prefix)
 	vc, err := c.api.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(bucket)})
@@ -40,38 +44,19 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			bucket, status, store.ErrUnversioned)
 	}
 
-	// A key whose current version is a delete marker has no version with
-	// IsLatest, so keeping the IsLatest versions leaves it out.
-	var list []store.ObjectVersion
-	var nulls []string
-	pages := s3.NewListObjectVersionsPaginator(c.api, &s3.ListObjectVersionsInput{
-		Bucket: aws.String(bucket),
-		Prefix: aws.String(prefix),
-	})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, mapErr("list versions of", where, err)
-		}
-		for _, v := range page.Versions {
-			key, size := aws.ToString(v.Key), aws.ToInt64(v.Size)
-			if !aws.ToBool(v.IsLatest) || strings.HasSuffix(key, "/") && size == 0 {
-				continue
-			}
-			if id := aws.ToString(v.VersionId); id == "" || id == "null" {
-				nulls = append(nulls, key)
-				continue
-			}
-			list = append(list, store.ObjectVersion{
-				Key:       key,
-				VersionID: aws.ToString(v.VersionId),
-				Size:      size,
-				ETag:      aws.ToString(v.ETag),
-			})
-		}
+	l := &listing{api: c.api, where: where, bucket: bucket}
+	if n := c.listParallel(); n > 1 {
+		err = l.walk(ctx, prefix, n)
+	} else {
+		err = l.flat(ctx, prefix)
 	}
+	if err != nil {
+		return nil, err
+	}
+	list, nulls := l.list, l.nulls
 	if len(nulls) > 0 {
 		slices.Sort(nulls)
+		nulls = slices.Compact(nulls) // a server may repeat an entry across pages
 		return nil, fmt.Errorf("s3store: %s: %d current versions are %q (written before versioning was enabled; "+
 			"copy them onto themselves to give them a version): %s: %w",
 			where, len(nulls), "null", nameSome(nulls), store.ErrUnversioned)
