@@ -1,0 +1,63 @@
+package versions
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	tb := NewTable()
+	a := entry("k", "v1", 10)
+	tb.Add(a, entry("k", "v2", 20), entry("k/", "v1", 30))
+	later := a
+	later.Size = 99
+	tb.Add(later) // the first entry of a version is kept
+	if tb.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", tb.Len())
+	}
+	if got, ok := tb.Lookup("k", "v1"); !ok || got != a {
+		t.Fatalf("Lookup(k, v1) = %+v, %v; want %+v", got, ok, a)
+	}
+	for _, kv := range [][2]string{{"k", "v3"}, {"k\x00v1", ""}, {"", "k\x00v1"}, {"k/", "v2"}, {"K", "v1"}} {
+		if got, ok := tb.Lookup(kv[0], kv[1]); ok {
+			t.Errorf("Lookup(%q, %q) = %+v, want none", kv[0], kv[1], got)
+		}
+	}
+	var zero Table
+	if _, ok := zero.Lookup("k", "v1"); ok || zero.Len() != 0 {
+		t.Fatal("zero Table is not empty")
+	}
+	zero.Add(a)
+	if _, ok := zero.Lookup("k", "v1"); !ok {
+		t.Fatal("zero Table: Add lost the entry")
+	}
+}
+
+// BenchmarkTable1M builds a table of a million entries with keys and
+// version ids of typical lengths (36 and 32 bytes) and reports the heap it
+// holds per entry.
+func BenchmarkTable1M(b *testing.B) {
+	const n = 1 << 20
+	es := make([]Entry, n)
+	for i := range es {
+		es[i] = entry(fmt.Sprintf("data/part-%05d/file-%07d.parquet", i/1000, i), fmt.Sprintf("%032x", i*7919), int64(i))
+	}
+	b.ResetTimer()
+	var perEntry float64
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tb := NewTable()
+		tb.Add(es...)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if tb.Len() != n {
+			b.Fatalf("Len = %d", tb.Len())
+		}
+		perEntry = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(tb)
+	}
+	b.ReportMetric(perEntry, "bytes/entry")
+}
