@@ -44,7 +44,7 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			bucket, status, store.ErrUnversioned)
 	}
 
-	l := &listing{api: c.api, where: where, bucket: bucket}
+	l := &listing{api: c.api, bucket: bucket}
 	if n := c.listParallel(); n > 1 {
 		err = l.walk(ctx, prefix, n)
 	} else {

@@ -28,8 +28,8 @@ const (
 // listing collects the current versions of one ListCurrent call. Its
 // methods may run concurrently; add takes mu.
 type listing struct {
-	api           *s3.Client
-	where, bucket string
+	api    *s3.Client
+	bucket string
 
 	mu    sync.Mutex
 	list  []store.ObjectVersion
