@@ -11,7 +11,6 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/versions"
 	"github.com/pinfs/pinfs/verify"
-	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // Merge writes the manifest of the plan pl (digest d) from the partial
@@ -55,7 +54,7 @@ func (p *Pinner) Merge(ctx context.Context, pl *Plan, d verify.Digest) (verify.D
 	all := make([]versions.Entry, 0, len(items))
 	for _, it := range items {
 		e := entries[it.m.S3.Key]
-		p.fillMember(it, e.Digest)
+		p.fill(it, e.Digest)
 		all = append(all, e)
 	}
 	src, err := s3Source(bucket, prefix, vs)
@@ -67,22 +66,14 @@ func (p *Pinner) Merge(ctx context.Context, pl *Plan, d verify.Digest) (verify.D
 		return "", err
 	}
 	p.stats = Stats{Members: len(items), Reused: len(items), MetaBytes: metaBytes}
-	if vst, ok := p.Store.(versions.Store); !ok {
-		p.stats.CacheError = fmt.Sprintf("store %s cannot hold a digest cache", p.Store)
-	} else if err := versions.Open(vst, bucket, prefix).Record(ctx, all, all); err != nil {
+	idx, err := p.cacheIndex(bucket, prefix)
+	if err == nil {
+		err = idx.Record(ctx, all, all)
+	}
+	if err != nil {
 		p.stats.CacheError = err.Error()
 	}
 	return md, nil
-}
-
-// fillMember fills in the member of an S3 item whose digest is known, as
-// hash does for one it reads.
-func (p *Pinner) fillMember(it *item, sum b3.Sum) {
-	it.m.ID = it.path
-	it.m.Path = it.path
-	it.m.Split = p.Split.Split(it.path)
-	it.m.Size = it.size
-	it.m.Digest = sum.String()
 }
 
 // checkShardKeys refuses the keys under a plan's shard prefix unless they

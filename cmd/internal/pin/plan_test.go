@@ -206,8 +206,11 @@ func TestParsePlanRefusesEditedPlans(t *testing.T) {
 			pl.Shards[0].Objects[0].Size++
 			pl.Shards[0].Bytes++
 		}), "(edited?)"},
-		"etag":    {reencode(t, b, func(pl *Plan) { pl.Shards[0].Objects[0].ETag = `"x"` }), "(edited?)"},
-		"dropped": {reencode(t, b, func(pl *Plan) { pl.Shards[1].Bytes -= pl.Shards[1].Objects[0].Size; pl.Shards[1].Objects = pl.Shards[1].Objects[1:] }), "(edited?)"},
+		"etag": {reencode(t, b, func(pl *Plan) { pl.Shards[0].Objects[0].ETag = `"x"` }), "(edited?)"},
+		"dropped": {reencode(t, b, func(pl *Plan) {
+			pl.Shards[1].Bytes -= pl.Shards[1].Objects[0].Size
+			pl.Shards[1].Objects = pl.Shards[1].Objects[1:]
+		}), "(edited?)"},
 		"duplicate": {reencode(t, b, func(pl *Plan) {
 			o := pl.Shards[0].Objects[0]
 			pl.Shards[1].Objects = append(pl.Shards[1].Objects, o)

@@ -83,6 +83,17 @@ func TestShardsThenMergeEqualWholePin(t *testing.T) {
 	if n := len(snap.Members()); n != 40 {
 		t.Errorf("merged pin has %d members", n)
 	}
+	// The merge recorded every version in the digest cache.
+	tab, err := versions.Open(f, "b", "p/").Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range snap.Members() {
+		e, ok := tab.Lookup(m.S3.Key, m.S3.VersionID)
+		if !ok || e.Digest.String() != m.Digest || e.Size != m.Size {
+			t.Errorf("digest cache after merge: %s: %+v, %v; member %s", m.S3.Key, e, ok, m.Digest)
+		}
+	}
 	// Merging again gives the same digest.
 	if md2, _, err := merge(f, pl, d); err != nil || md2 != md {
 		t.Errorf("second merge: %s, %v; first %s", md2, err, md)
