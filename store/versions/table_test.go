@@ -3,6 +3,7 @@ package versions
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -19,7 +20,7 @@ func TestTable(t *testing.T) {
 	if got, ok := tb.Lookup("k", "v1"); !ok || got != a {
 		t.Fatalf("Lookup(k, v1) = %+v, %v; want %+v", got, ok, a)
 	}
-	for _, kv := range [][2]string{{"k", "v3"}, {"k\x00v1", ""}, {"", "k\x00v1"}, {"k/", "v2"}, {"K", "v1"}} {
+	for _, kv := range [][2]string{{"k", "v3"}, {"kv", "1"}, {"", "kv1"}, {"k/", "v2"}, {"K", "v1"}} {
 		if got, ok := tb.Lookup(kv[0], kv[1]); ok {
 			t.Errorf("Lookup(%q, %q) = %+v, want none", kv[0], kv[1], got)
 		}
@@ -31,6 +32,32 @@ func TestTable(t *testing.T) {
 	zero.Add(a)
 	if _, ok := zero.Lookup("k", "v1"); !ok {
 		t.Fatal("zero Table: Add lost the entry")
+	}
+}
+
+// TestTableMany adds enough entries to grow the index and the chunks many
+// times, with pairs that differ only in where the key ends.
+func TestTableMany(t *testing.T) {
+	tb := NewTable()
+	const n = 20000
+	for i := range n {
+		tb.Add(entry(fmt.Sprintf("k%d", i), "v", int64(i)), entry(fmt.Sprintf("k%dv", i), "", int64(-i)))
+	}
+	tb.Add(entry(strings.Repeat("k", maxKey+1), "v", 1), entry("k", strings.Repeat("v", maxVersion+1), 1))
+	if tb.Len() != 2*n {
+		t.Fatalf("Len = %d, want %d", tb.Len(), 2*n)
+	}
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		if e, ok := tb.Lookup(k, "v"); !ok || e != entry(k, "v", int64(i)) {
+			t.Fatalf("Lookup(%s, v) = %+v, %v", k, e, ok)
+		}
+		if e, ok := tb.Lookup(k+"v", ""); !ok || e.Size != int64(-i) {
+			t.Fatalf("Lookup(%sv, \"\") = %+v, %v", k, e, ok)
+		}
+		if _, ok := tb.Lookup(k, "w"); ok {
+			t.Fatalf("Lookup(%s, w) found an entry", k)
+		}
 	}
 }
 
