@@ -108,7 +108,7 @@ func TestRecordLoad(t *testing.T) {
 	a, b := entries("a", 10), entries("b", 5)
 	mustRecord(t, x, a, nil)
 	mustRecord(t, x, b, nil)
-	mustRecord(t, x, b, nil) // the same segment again: the head already names it
+	mustRecord(t, x, b, nil)               // the same segment again: the head already names it
 	tb := mustLoad(t, Open(st, "b", "p/")) // the same source
 	hasExactly(t, tb, append(slices.Clone(a), b...))
 	if tb.Skipped != 0 || tb.Bytes == 0 {
