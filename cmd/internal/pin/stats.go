@@ -9,7 +9,7 @@ type Stats struct {
 	Read       int    // members read and hashed
 	ReadBytes  int64  // member bytes read from the source
 	MetaBytes  int64  // bytes of index segments, parent tables and outboards read to decide reuse
-	Disagreed  int    // --rehash: cached digests that differ from the bytes read
+	Disagreed  int    // members read whose parent or cache entry (size or digest) differs from the bytes: all of them with --rehash
 	CacheError string // the digest cache could not be read or written (the pin still succeeded)
 }
 
