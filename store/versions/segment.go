@@ -39,8 +39,8 @@
 // Entries are sorted by key, then by version id, without duplicates; shared
 // is the whole common prefix with the previous key. Every uvarint is in its
 // shortest form. Bounds: bucket 1..255 bytes, key 1..1024 bytes, version
-// id 1..1024 bytes without a NUL and not "null", size at most 1<<50, count
-// at most 1<<26. Nothing may follow the last entry.
+// id 1..1024 bytes and not "null", size at most 1<<50, count at most
+// 1<<26. Nothing may follow the last entry.
 //
 // # Trust
 //
@@ -101,7 +101,7 @@ func (e *Entry) check() error {
 		return fmt.Errorf("key of %d bytes: not 1..%d", len(e.Key), maxKey)
 	case len(e.VersionID) < 1 || len(e.VersionID) > maxVersion:
 		return fmt.Errorf("key %q: version id of %d bytes: not 1..%d", e.Key, len(e.VersionID), maxVersion)
-	case e.VersionID == "null" || strings.IndexByte(e.VersionID, 0) >= 0:
+	case e.VersionID == "null":
 		return fmt.Errorf("key %q: version id %q names no immutable version", e.Key, e.VersionID)
 	case e.Size < 0 || e.Size > maxSize:
 		return fmt.Errorf("key %q: size %d out of range", e.Key, e.Size)
@@ -229,7 +229,7 @@ func parse(b []byte, grow func(n int), each func(key, version []byte, size int64
 		switch {
 		case len(key) == 0:
 			return "", r.fail("entry %d: empty key", i)
-		case bytes.Equal(version, []byte("null")) || bytes.IndexByte(version, 0) >= 0:
+		case string(version) == "null":
 			return "", r.fail("entry %d: version id %q names no immutable version", i, version)
 		case c > 0 || c == 0 && bytes.Compare(prevVersion, version) >= 0:
 			return "", r.fail("entry %d: key %q version %q: not after the previous entry", i, key, version)
