@@ -50,8 +50,10 @@ type rec struct {
 // NewTable returns an empty table.
 func NewTable() *Table { return &Table{} }
 
-// Add adds entries whose version is not in t yet: of two entries of one
-// version, the first one added is kept. An entry whose key or version id
+// Add adds entries; of two entries of one version, the last one added is
+// kept. Load adds segments in the head's order, so a version read again
+// (by --rehash, say) and appended later replaces what an older segment
+// said about it. An entry whose key or version id
 // is longer than a segment allows (1024 bytes) is left out.
 func (t *Table) Add(es ...Entry) {
 	var buf [maxProbe]byte
@@ -135,6 +137,8 @@ func (t *Table) add(p []byte, klen int, size int64, d *b3.Sum) {
 	}
 	slot, found := t.find(p, klen)
 	if found {
+		r := t.rec(t.slots[slot])
+		r.digest, r.size = *d, size
 		return
 	}
 	if n%recChunk == 0 {

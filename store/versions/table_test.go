@@ -13,12 +13,12 @@ func TestTable(t *testing.T) {
 	tb.Add(a, entry("k", "v2", 20), entry("k/", "v1", 30))
 	later := a
 	later.Size = 99
-	tb.Add(later) // the first entry of a version is kept
+	tb.Add(later) // the last entry of a version is kept
 	if tb.Len() != 3 {
 		t.Fatalf("Len = %d, want 3", tb.Len())
 	}
-	if got, ok := tb.Lookup("k", "v1"); !ok || got != a {
-		t.Fatalf("Lookup(k, v1) = %+v, %v; want %+v", got, ok, a)
+	if got, ok := tb.Lookup("k", "v1"); !ok || got != later {
+		t.Fatalf("Lookup(k, v1) = %+v, %v; want %+v", got, ok, later)
 	}
 	for _, kv := range [][2]string{{"k", "v3"}, {"kv", "1"}, {"", "kv1"}, {"k/", "v2"}, {"K", "v1"}} {
 		if got, ok := tb.Lookup(kv[0], kv[1]); ok {

@@ -129,11 +129,16 @@ func TestPinReadsAVersionTheCacheGetsWrong(t *testing.T) {
 	if d == want {
 		t.Fatalf("a wrong small digest in the cache did not reach the manifest; the test is not testing")
 	}
-	// The cache keeps the first entry of a version, so both wrong entries
-	// are still there for --rehash to find.
+	// A version read again is appended to the cache and replaces the older
+	// entry: p/a's wrong size is gone; p/b's wrong digest is left for
+	// --rehash to find, and its read heals it.
 	d, s, _ = pinOnce(t, f, "b", "p/", Options{Rehash: true})
-	if d != want || s.Disagreed != 2 || s.Read != 4 || s.Reused != 0 {
-		t.Fatalf("--rehash: %s %+v, want %s read whole with the two wrong entries counted", d, s, want)
+	if d != want || s.Disagreed != 1 || s.Read != 4 || s.Reused != 0 {
+		t.Fatalf("--rehash: %s %+v, want %s read whole with p/b's wrong entry counted", d, s, want)
+	}
+	d, s, reads = pinOnce(t, f, "b", "p/", Options{})
+	if d != want || s.Disagreed != 0 || s.Reused != 4 || len(reads) != 0 {
+		t.Fatalf("pin after --rehash: %s %+v reads %v, want %s all reused from the healed cache", d, s, reads, want)
 	}
 }
 
