@@ -63,3 +63,23 @@ const (
 	limitFindS       = 10 // 1M members: find MNT -type f | wc -l
 	limitVerifyHeadS = 5  // 1M members: pinfs verify --no-head
 )
+
+// The targets of issue 12 ("Pin at scale"), fixed before measuring, on a
+// prefix of 100,000 objects (pinscale_test.go).
+const (
+	// targetRepinTime: a re-pin after new versions of 1 % of the objects,
+	// with the digest cache the first pin left in the store, as a share of
+	// the first pin's wall time.
+	targetRepinTime = 0.05
+
+	// targetRepinBytes: the bytes that re-pin reads from S3 (members, plus
+	// index segments and outboards), as a multiple of the changed bytes.
+	targetRepinBytes = 1.5
+
+	// targetShardedVsSingle: plan + 2 shard processes at once (GOMAXPROCS=1,
+	// one core each) + merge, all with --rehash, as a multiple of a single
+	// --rehash pin of the same listing using the whole machine: the issue's
+	// "no serial bottleneck other than the listing" (its digest must equal
+	// the single pin's; that row is yes or no).
+	targetShardedVsSingle = 1.25
+)
