@@ -110,6 +110,14 @@ func TestBench(t *testing.T) {
 	b.s = s3test.Start(t)
 	b.env = b.s.Env()
 	b.client = b.s.RawClient()
+	switch benchOnly() {
+	case "":
+	case "pinscale": // the issue 12 scenario alone, without the fixture of the others
+		t.Run("pin-scale", b.pinScale)
+		return
+	default:
+		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenario that runs alone is pinscale", benchOnly())
+	}
 	b.setupS3(t)
 
 	t.Run("sequential", b.sequential)
@@ -120,7 +128,11 @@ func TestBench(t *testing.T) {
 	t.Run("runs", b.runsScale)
 	t.Run("4GiB-member", b.fourGiB)
 	t.Run("profile", b.profileCold)
+	t.Run("pin-scale", b.pinScale)
 }
+
+// benchOnly is $PINFS_BENCH_ONLY: "pinscale" runs that scenario alone.
+func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 
 // setupS3 puts the 1 GiB object and the 2000 small ones into a versioned
 // bucket and pins both prefixes into an S3 store.

@@ -289,8 +289,8 @@ func (b *bench) report(t *testing.T) {
 	out := sb.String()
 	fmt.Println()
 	fmt.Print(out)
-	if f := flag.Lookup("test.run"); f != nil && strings.Contains(f.Value.String(), "/") {
-		fmt.Println("\n(a partial run (-run selects scenarios): bench/results.md left as it was)")
+	if f := flag.Lookup("test.run"); f != nil && strings.Contains(f.Value.String(), "/") || benchOnly() != "" {
+		fmt.Println("\n(a partial run (-run or PINFS_BENCH_ONLY selects scenarios): bench/results.md left as it was)")
 		return
 	}
 	p := filepath.Join(b.root, "bench", "results.md")
