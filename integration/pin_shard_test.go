@@ -222,7 +222,9 @@ func TestPinShardRerunAfterSIGKILL(t *testing.T) {
 	}
 
 	// Shard 1 through a proxy that stalls the GET of its 1301st object, so
-	// that it is still running when its first checkpoint appears.
+	// that it is still running when its first checkpoint appears. A
+	// checkpoint is a segment and then the head naming it: wait for the
+	// head, or the kill may land between the two and leave nothing to reuse.
 	px, err := faultproxy.New(s.Endpoint, faultproxy.Options{AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region})
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +236,7 @@ func TestPinShardRerunAfterSIGKILL(t *testing.T) {
 	c := s.Client(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		out, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("store"), Prefix: aws.String("crash/versions/sha256/")})
+		out, err := c.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("store"), Prefix: aws.String("crash/versions/heads/")})
 		if err != nil {
 			t.Fatal(err)
 		}
