@@ -15,7 +15,6 @@ import (
 	"github.com/pinfs/pinfs/store/versions"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
-	"github.com/pinfs/pinfs/verify/jcs"
 )
 
 // Options are the manifest fields and knobs of one pin.
@@ -148,7 +147,7 @@ func s3Items(bucket, prefix string, vs []store.ObjectVersion) ([]*item, error) {
 // listing vs (sorted by key): its URI and the SHA-256 of the canonical
 // JSON of the listing.
 func s3Source(bucket, prefix string, vs []store.ObjectVersion) (verify.Source, error) {
-	listing, err := jcs.Marshal(vs)
+	listing, err := listingJSON(vs)
 	if err != nil {
 		return verify.Source{}, err
 	}

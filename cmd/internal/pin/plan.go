@@ -14,7 +14,6 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
-	"github.com/pinfs/pinfs/verify/jcs"
 )
 
 // PlanSchema is the schema of a shard plan.
@@ -110,7 +109,7 @@ func (p *Pinner) Plan(ctx context.Context, bucket, prefix string, n int) ([]byte
 		},
 		Shards: balance(vs, n),
 	}
-	b, err := jcs.Marshal(pl)
+	b, err := pl.encode()
 	if err != nil {
 		return nil, "", err
 	}
@@ -220,7 +219,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	if pl.Schema != PlanSchema {
 		return nil, fmt.Errorf("plan schema %q, want %q", pl.Schema, PlanSchema)
 	}
-	if c, err := jcs.Marshal(pl); err != nil || !bytes.Equal(c, b) {
+	if c, err := pl.encode(); err != nil || !bytes.Equal(c, b) {
 		return nil, fmt.Errorf("plan is not in canonical JSON (edited?)")
 	}
 	if err := pl.check(); err != nil {
