@@ -11,9 +11,9 @@ import (
 // listingJSON returns jcs.Marshal(vs), the canonical JSON of a listing
 // whose SHA-256 a manifest records. jcs decodes and re-encodes every
 // token, which takes seconds for 100,000 versions and is paid by every
-// pin, plan, shard and merge; so when every string is valid UTF-8 without
-// control characters (whose canonical form is the string itself with " and
-// \ escaped) it writes the bytes directly, and otherwise it asks jcs.
+// pin, plan, shard and merge; so when every string is valid UTF-8 it
+// writes the bytes directly with jcs.AppendString, as the member table
+// does, and otherwise it asks jcs.
 func listingJSON(vs []store.ObjectVersion) ([]byte, error) {
 	n := 2
 	for _, v := range vs {
@@ -29,36 +29,18 @@ func listingJSON(vs []store.ObjectVersion) ([]byte, error) {
 			b = append(b, ',')
 		}
 		// Members in the order of their names: ETag, Key, Size, VersionID.
-		b = appendJSONString(append(b, `{"ETag":`...), v.ETag)
-		b = appendJSONString(append(b, `,"Key":`...), v.Key)
+		b = jcs.AppendString(append(b, `{"ETag":`...), v.ETag)
+		b = jcs.AppendString(append(b, `,"Key":`...), v.Key)
 		b = strconv.AppendInt(append(b, `,"Size":`...), v.Size, 10)
-		b = appendJSONString(append(b, `,"VersionID":`...), v.VersionID)
+		b = jcs.AppendString(append(b, `,"VersionID":`...), v.VersionID)
 		b = append(b, '}')
 	}
 	return append(b, ']'), nil
 }
 
-// plainJSON reports whether s is valid UTF-8 without control characters.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 {
-			return false
-		}
-	}
-	return utf8.ValidString(s)
-}
-
-// appendJSONString appends the canonical JSON string of a plainJSON s.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
-}
+// plainJSON reports whether s can be written with jcs.AppendString:
+// valid UTF-8 (json.Marshal would replace anything else).
+func plainJSON(s string) bool { return utf8.ValidString(s) }
 
 // encode returns jcs.Marshal(pl). The objects of the shards are nearly all
 // of a plan's bytes, so they are written as listingJSON writes versions;
@@ -101,10 +83,10 @@ func (pl *Plan) encode() ([]byte, error) {
 				continue
 			}
 			// etag, key, size, version_id
-			b = appendJSONString(append(b, `{"etag":`...), o.ETag)
-			b = appendJSONString(append(b, `,"key":`...), o.Key)
+			b = jcs.AppendString(append(b, `{"etag":`...), o.ETag)
+			b = jcs.AppendString(append(b, `,"key":`...), o.Key)
 			b = strconv.AppendInt(append(b, `,"size":`...), o.Size, 10)
-			b = appendJSONString(append(b, `,"version_id":`...), o.VersionID)
+			b = jcs.AppendString(append(b, `,"version_id":`...), o.VersionID)
 			b = append(b, '}')
 		}
 		b = append(b, closeArray(s.Objects == nil)+"}"...)
