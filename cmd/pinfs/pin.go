@@ -186,8 +186,8 @@ func pinPhase(fs *pflag.FlagSet, args []string, plan string, manifestFlags []str
 		if len(args) != 1 {
 			return 0, usagef("--shards: want exactly one SOURCE s3://BUCKET/PREFIX, got %d arguments", len(args))
 		}
-		if v, _ := fs.GetInt("shards"); v < 1 || v > maxShards {
-			return 0, usagef("--shards %d: want 1 to %d", v, maxShards)
+		if v, _ := fs.GetInt("shards"); v < 1 || v > pin.MaxShards {
+			return 0, usagef("--shards %d: want 1 to %d", v, pin.MaxShards)
 		}
 		return phasePlan, nil
 	case shard || merge:
@@ -209,9 +209,6 @@ func pinPhase(fs *pflag.FlagSet, args []string, plan string, manifestFlags []str
 	}
 	return phaseWhole, nil
 }
-
-// maxShards bounds --shards.
-const maxShards = 10000
 
 // writePlan lists bucket/prefix once and writes a plan of n shards to file
 // and to the store; it prints the plan's digest.

@@ -19,8 +19,8 @@ import (
 // PlanSchema is the schema of a shard plan.
 const PlanSchema = "pinfs.plan.v1"
 
-// maxShards bounds the number of shards of a plan.
-const maxShards = 10000
+// MaxShards bounds the number of shards of a plan (--shards).
+const MaxShards = 10000
 
 // Plan is one listing of an S3 prefix split into shards of balanced bytes,
 // with the manifest fields of the pin it leads to. Its canonical JSON is
@@ -72,8 +72,8 @@ type PlanObject struct {
 // the plan's canonical JSON at plans/sha256/<hex> and returns it and its
 // digest. The manifest fields are p.Options'.
 func (p *Pinner) Plan(ctx context.Context, bucket, prefix string, n int) ([]byte, verify.Digest, error) {
-	if n < 1 || n > maxShards {
-		return nil, "", fmt.Errorf("plan of %d shards: want 1 to %d", n, maxShards)
+	if n < 1 || n > MaxShards {
+		return nil, "", fmt.Errorf("plan of %d shards: want 1 to %d", n, MaxShards)
 	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
@@ -238,8 +238,8 @@ func (pl *Plan) check() error {
 		return fmt.Errorf("plan prefix %q: does not end in /", s.Prefix)
 	case s.URI != "s3://"+s.Bucket+"/"+s.Prefix:
 		return fmt.Errorf("plan uri %q: not s3://%s/%s", s.URI, s.Bucket, s.Prefix)
-	case len(pl.Shards) < 1 || len(pl.Shards) > maxShards:
-		return fmt.Errorf("plan of %d shards: want 1 to %d", len(pl.Shards), maxShards)
+	case len(pl.Shards) < 1 || len(pl.Shards) > MaxShards:
+		return fmt.Errorf("plan of %d shards: want 1 to %d", len(pl.Shards), MaxShards)
 	}
 	if _, err := verify.ParseDigest(string(s.Listing)); err != nil {
 		return fmt.Errorf("plan listing: %w", err)
