@@ -119,8 +119,8 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 				}
 				p.Parents = append(p.Parents, d)
 			}
-			bucket, prefix, isS3 := strings.Cut(strings.TrimPrefix(args[0], "s3://"), "/")
-			isS3 = strings.HasPrefix(args[0], "s3://")
+			rest, isS3 := strings.CutPrefix(args[0], "s3://")
+			bucket, prefix, _ := strings.Cut(rest, "/")
 			switch {
 			case isS3 && bucket == "":
 				return usagef("source %q: no bucket", args[0])
