@@ -2,7 +2,6 @@ package pin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -265,20 +264,5 @@ func (p *Pinner) storeOutboard(ctx context.Context, sum b3.Sum, size int64, outb
 	if err == nil || ctx.Err() != nil || !ok {
 		return err
 	}
-	for range 3 {
-		cur, rev, lerr := sw.Load(ctx, key)
-		switch {
-		case errors.Is(lerr, store.ErrNotFound):
-			return p.Store.Put(ctx, key, outboard)
-		case lerr != nil:
-			return err
-		case b3.CheckOutboard(sum, size, cur) == nil:
-			return nil // replaced meanwhile, or good after all
-		}
-		serr := sw.Swap(ctx, key, outboard, rev)
-		if !errors.Is(serr, store.ErrConflict) {
-			return serr
-		}
-	}
-	return err
+	return replace(ctx, sw, key, outboard, func(cur []byte) bool { return b3.CheckOutboard(sum, size, cur) == nil })
 }

@@ -3,7 +3,6 @@ package pin
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -57,30 +56,8 @@ func (p *Pinner) Shard(ctx context.Context, pl *Plan, d verify.Digest, i int) er
 	if err != nil {
 		return fmt.Errorf("shard %d: partial table: %w", i, err)
 	}
-	if err := storePartial(ctx, sw, shardKey(d, i), partial); err != nil {
+	if err := replace(ctx, sw, shardKey(d, i), partial, func(cur []byte) bool { return bytes.Equal(cur, partial) }); err != nil {
 		return fmt.Errorf("shard %d: storing partial table: %w", i, err)
 	}
 	return nil
-}
-
-// storePartial writes b at key unless key holds it already, replacing
-// whatever else is there. A concurrent writer of the same shard wins or
-// loses a few times; both write the same bytes.
-func storePartial(ctx context.Context, sw store.Swapper, key string, b []byte) error {
-	var err error
-	for range 5 {
-		old, rev, lerr := sw.Load(ctx, key)
-		switch {
-		case errors.Is(lerr, store.ErrNotFound):
-			rev = ""
-		case lerr != nil:
-			return lerr
-		case bytes.Equal(old, b):
-			return nil
-		}
-		if err = sw.Swap(ctx, key, b, rev); !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-	}
-	return err
 }
