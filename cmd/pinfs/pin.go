@@ -213,11 +213,7 @@ func pinPhase(fs *pflag.FlagSet, args []string, plan string, manifestFlags []str
 // writePlan lists bucket/prefix once and writes a plan of n shards to file
 // and to the store; it prints the plan's digest.
 func writePlan(ctx context.Context, p *pin.Pinner, bucket, prefix string, n int, file string, out io.Writer) error {
-	b, d, err := p.Plan(ctx, bucket, prefix, n)
-	if err != nil {
-		return err
-	}
-	pl, err := pin.ParsePlan(b)
+	pl, b, d, err := p.Plan(ctx, bucket, prefix, n)
 	if err != nil {
 		return err
 	}

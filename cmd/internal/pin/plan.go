@@ -69,35 +69,35 @@ type PlanObject struct {
 // Plan lists s3://bucket/prefix once and splits its objects into n shards
 // of balanced bytes: the largest object first, each to the shard with the
 // fewest bytes so far (ties: the lower key, the lower shard). It stores
-// the plan's canonical JSON at plans/sha256/<hex> and returns it and its
-// digest. The manifest fields are p.Options'.
-func (p *Pinner) Plan(ctx context.Context, bucket, prefix string, n int) ([]byte, verify.Digest, error) {
+// the plan's canonical JSON at plans/sha256/<hex> and returns the plan,
+// its bytes and its digest. The manifest fields are p.Options'.
+func (p *Pinner) Plan(ctx context.Context, bucket, prefix string, n int) (*Plan, []byte, verify.Digest, error) {
 	if n < 1 || n > MaxShards {
-		return nil, "", fmt.Errorf("plan of %d shards: want 1 to %d", n, MaxShards)
+		return nil, nil, "", fmt.Errorf("plan of %d shards: want 1 to %d", n, MaxShards)
 	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
 	for _, parent := range p.Parents {
 		if _, err := fetchManifest(ctx, p.Store, parent); err != nil {
-			return nil, "", fmt.Errorf("parent: %w", err)
+			return nil, nil, "", fmt.Errorf("parent: %w", err)
 		}
 	}
 	vs, err := p.Lister.ListCurrent(ctx, bucket, prefix)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if len(vs) == 0 {
-		return nil, "", fmt.Errorf("s3://%s/%s: no objects to pin", bucket, prefix)
+		return nil, nil, "", fmt.Errorf("s3://%s/%s: no objects to pin", bucket, prefix)
 	}
 	vs = slices.Clone(vs)
 	slices.SortStableFunc(vs, func(a, b store.ObjectVersion) int { return strings.Compare(a.Key, b.Key) })
 	if _, err := s3Items(bucket, prefix, vs); err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	src, err := s3Source(bucket, prefix, vs)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	pl := &Plan{
 		Schema: PlanSchema,
@@ -111,16 +111,18 @@ func (p *Pinner) Plan(ctx context.Context, bucket, prefix string, n int) ([]byte
 	}
 	b, err := pl.encode()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	if _, err := ParsePlan(b); err != nil {
-		return nil, "", fmt.Errorf("plan of s3://%s/%s: %w", bucket, prefix, err)
+	// The plan is checked as every shard will check it, before it is stored.
+	parsed, err := ParsePlan(b)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("plan of s3://%s/%s: %w", bucket, prefix, err)
 	}
 	d := verify.SHA256(b)
 	if err := p.Store.Put(ctx, planKey(d), b); err != nil {
-		return nil, "", fmt.Errorf("storing plan %s: %w", d, err)
+		return nil, nil, "", fmt.Errorf("storing plan %s: %w", d, err)
 	}
-	return b, d, nil
+	return parsed, b, d, nil
 }
 
 // planKey is the store key of the plan with digest d.

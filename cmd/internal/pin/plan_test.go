@@ -41,7 +41,7 @@ func newPlanFake(t *testing.T, n, maxSize int, seed uint64) *fakeS3 {
 func planOf(t *testing.T, f *fakeS3, n int) (*Plan, []byte, verify.Digest) {
 	t.Helper()
 	p := &Pinner{Store: f, Lister: f, Options: Options{Split: mustSplit(t, "dir"), Purpose: "test"}}
-	b, d, err := p.Plan(context.Background(), "b", "p", n)
+	_, b, d, err := p.Plan(context.Background(), "b", "p", n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestPlanKeepsEmptyShardsAndManifestFields(t *testing.T) {
 	f := newFakeS3(t, map[string]string{"p/train/a": "a"})
 	tw := int64(7)
 	p := &Pinner{Store: f, Lister: f, Options: Options{Split: mustSplit(t, "dir:train"), Purpose: "it", TombstoneWatermark: &tw}}
-	b, _, err := p.Plan(context.Background(), "b", "p/", 3)
+	_, b, _, err := p.Plan(context.Background(), "b", "p/", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +154,15 @@ func TestPlanKeepsEmptyShardsAndManifestFields(t *testing.T) {
 func TestPlanRefusesEmptyAndBadListings(t *testing.T) {
 	f := newFakeS3(t, map[string]string{})
 	p := &Pinner{Store: f, Lister: f}
-	if _, _, err := p.Plan(context.Background(), "b", "p", 2); err == nil || !strings.Contains(err.Error(), "no objects") {
+	if _, _, _, err := p.Plan(context.Background(), "b", "p", 2); err == nil || !strings.Contains(err.Error(), "no objects") {
 		t.Errorf("plan of an empty prefix: %v", err)
 	}
 	f = newFakeS3(t, map[string]string{"p/a": "a", "p/../x": "x"})
-	if _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", 2); err == nil || !strings.Contains(err.Error(), "unsafe path") {
+	if _, _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", 2); err == nil || !strings.Contains(err.Error(), "unsafe path") {
 		t.Errorf("plan of a hostile key: %v", err)
 	}
 	for _, n := range []int{0, 10001} {
-		if _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", n); err == nil {
+		if _, _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", n); err == nil {
 			t.Errorf("plan of %d shards: no error", n)
 		}
 	}
