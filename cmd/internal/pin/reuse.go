@@ -100,37 +100,17 @@ func (p *Pinner) cacheIndex(bucket, prefix string) (cacheIndex, error) {
 	return versions.Open(st, bucket, prefix), nil
 }
 
-// addParent adds the S3 members in c's bucket of the manifest d. A member
-// table that cannot be read or checked leaves the parent out (a warning).
+// addParent adds the S3 members in c's bucket of the manifest d, fetched
+// and checked as every command fetches a snapshot. A parent that cannot be
+// read or checked fails the pin: its digest goes into the manifest.
 func (c *cacheRun) addParent(ctx context.Context, d verify.Digest) error {
-	st := c.p.Store
-	mb, err := st.Get(ctx, verify.ManifestKey(d))
-	if err != nil {
-		return fmt.Errorf("parent: manifest %s: %w", d, err)
-	}
-	c.stats.MetaBytes += int64(len(mb))
-	m, err := verify.ParseManifest(d, mb)
-	if err != nil {
-		return fmt.Errorf("parent: %w", err)
-	}
-	td, _ := m.Members.Digest() // checked by ParseManifest
-	tb, err := st.Get(ctx, verify.MembersKey(td))
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.cacheError(fmt.Errorf("parent %s: member table: %w", d, err))
-		return nil
-	}
-	c.stats.MetaBytes += int64(len(tb))
-	checked, err := verify.Check(d, mb, tb)
+	checked, err := verify.Fetch(ctx, countingGetter{c.p.Store, &c.stats.MetaBytes}, d)
 	var snap *verify.Snapshot
 	if err == nil {
 		snap, err = checked.Snapshot()
 	}
 	if err != nil {
-		c.cacheError(fmt.Errorf("parent %s: %w", d, err))
-		return nil
+		return fmt.Errorf("parent %s: %w", d, err)
 	}
 	t := snap.Table()
 	for i := range t.Len() {
@@ -142,6 +122,19 @@ func (c *cacheRun) addParent(ctx context.Context, d verify.Digest) error {
 		c.parents.Add(versions.Entry{Key: mem.S3.Key, VersionID: mem.S3.VersionID, Size: mem.Size, Digest: sum})
 	}
 	return nil
+}
+
+// countingGetter adds the bytes of every blob it gets to *n. It has no
+// Open, so verify.Fetch reads a member table whole and counts it.
+type countingGetter struct {
+	g verify.Getter
+	n *int64
+}
+
+func (cg countingGetter) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := cg.g.Get(ctx, key)
+	*cg.n += int64(len(b))
+	return b, err
 }
 
 // do pins one item: it reuses the digest a parent or the cache knows for
