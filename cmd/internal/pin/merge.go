@@ -57,11 +57,7 @@ func (p *Pinner) Merge(ctx context.Context, pl *Plan, d verify.Digest) (verify.D
 		p.fill(it, e.Digest)
 		all = append(all, e)
 	}
-	src, err := s3Source(bucket, prefix, vs)
-	if err != nil {
-		return "", err
-	}
-	md, err := p.write(ctx, src, items)
+	md, err := p.write(ctx, pl.source(), items)
 	if err != nil {
 		return "", err
 	}

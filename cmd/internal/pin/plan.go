@@ -343,6 +343,12 @@ func (pl *Plan) Summary() string {
 		objects, total, len(pl.Shards), largest, max(smallest, 0))
 }
 
+// source is the manifest source of the plan's listing: ParsePlan checked
+// that its listing digest is that of the plan's objects.
+func (pl *Plan) source() verify.Source {
+	return verify.Source{ID: "s3", URI: pl.Source.URI, Listing: pl.Source.Listing}
+}
+
 // listing returns the plan's objects as one listing sorted by key.
 func (pl *Plan) listing() []store.ObjectVersion {
 	var vs []store.ObjectVersion

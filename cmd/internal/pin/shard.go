@@ -42,8 +42,7 @@ func (p *Pinner) Shard(ctx context.Context, pl *Plan, d verify.Digest, i int) er
 	if err != nil {
 		return err
 	}
-	src := verify.Source{ID: "s3", URI: pl.Source.URI, Listing: pl.Source.Listing}
-	run, err := p.hashVersions(ctx, src, bucket, prefix, items)
+	run, err := p.hashVersions(ctx, pl.source(), bucket, prefix, items)
 	if err != nil {
 		return fmt.Errorf("shard %d: %w", i, err)
 	}
