@@ -41,6 +41,10 @@ type Options struct {
 	// Logger receives every error once, with its cause, from Errno.
 	// slog.Default() when nil.
 	Logger *slog.Logger
+	// Status, when set, answers getxattr of XattrStatus on the root with
+	// the mount's live status (pinfs status MOUNTPOINT reads it). The
+	// attribute is not listed, so getfattr -d shows only the manifest.
+	Status func() []byte
 }
 
 // DefaultTimeout is the entry and attribute timeout when Options leave it zero.

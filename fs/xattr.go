@@ -17,6 +17,7 @@ const (
 	XattrSplit     = "user.pinfs.split"      // absent when the member has none
 	XattrVersionID = "user.pinfs.version_id" // pinned S3 version; absent for CAS members
 	XattrManifest  = "user.pinfs.manifest"   // on the root: the snapshot's manifest digest
+	XattrStatus    = "user.pinfs.status"     // on the root, not listed: the mount's live status (JSON), when Options.Status is set
 )
 
 var (
@@ -57,6 +58,9 @@ func (r *rootDir) xattrs() iter.Seq2[string, string] {
 
 // Getxattr returns the value of attr (see getxattr).
 func (r *rootDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == XattrStatus && r.t.opts.Status != nil {
+		return fit(dest, string(r.t.opts.Status()))
+	}
 	return getxattr(r.xattrs(), attr, dest)
 }
 

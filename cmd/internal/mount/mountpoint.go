@@ -32,3 +32,10 @@ func Unmount(dir string, lazy bool) error {
 	}
 	return nil
 }
+
+// CheckMountpoint returns a one-line error when dir cannot be mounted on:
+// it does not exist, is not a directory, or is already a live pinfs
+// mount. A dead mount is not an error (CleanStale removes it).
+func CheckMountpoint(dir string) error {
+	return nil // TODO(issue 13): helper B
+}

@@ -77,7 +77,17 @@ type Config struct {
 func Run(ctx context.Context, c Config) (err error) {
 	runID := ""
 	defer func() { Notify(runID, err) }()
-	log := c.Log
+	if c.RunID == "" {
+		c.RunID = runrecord.NewRunID()
+	}
+	// Every line this mount logs names its snapshot and run.
+	log := c.Log.With("digest", string(c.Digest), "run_id", c.RunID)
+	c.Log = log
+	defer func() {
+		if err != nil {
+			log.Error("mount failed", "err", store.Detail(err))
+		}
+	}()
 	if cleaned, err := CleanStale(c.Mountpoint); err != nil {
 		return err
 	} else if cleaned {
@@ -141,7 +151,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		return fmt.Errorf("mount %s: %w", c.Mountpoint, err)
 	}
 	fmt.Fprintf(c.Out, "run %s serving %s at %s\n", runID, c.Digest, c.Mountpoint)
-	log.Info("serving", "digest", c.Digest, "mountpoint", c.Mountpoint, "run", runID,
+	log.Info("serving", "mountpoint", c.Mountpoint,
 		"members", snap.Table().Len(), "resumed", rec.Resumed())
 	Notify(runID, nil)
 	if c.Ready != nil {

@@ -64,7 +64,7 @@ func Admit(ctx context.Context, o Options, p Permit) (held Permit, created bool,
 		return Permit{}, false, fmt.Errorf("runrecord: admit: the permit names run %s, the options run %s", p.RunID, o.RunID)
 	}
 	if o.RunID == "" {
-		o.RunID = newRunID()
+		o.RunID = NewRunID()
 	}
 	if err := checkRunID(o.RunID); err != nil {
 		return Permit{}, false, err

@@ -95,8 +95,8 @@ func checkRunID(id string) error {
 	return nil
 }
 
-// newRunID returns <UTC time>-<8 random hex digits>.
-func newRunID() string {
+// NewRunID returns a new run id: <UTC time>-<8 random hex digits>.
+func NewRunID() string {
 	var b [4]byte
 	rand.Read(b[:])
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
@@ -121,7 +121,7 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 		if o.RequirePermit {
 			return nil, errors.New("runrecord: a permit is held by a named run: RequirePermit needs a run id")
 		}
-		r.runID = newRunID()
+		r.runID = NewRunID()
 	}
 	if err := checkRunID(r.runID); err != nil {
 		return nil, err
