@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -95,6 +94,9 @@ store, so it needs the store reachable.`,
 			if err != nil {
 				return err
 			}
+			if err := mount.CheckMountpoint(mnt); err != nil {
+				return err
+			}
 			if !*foreground {
 				return background(out, *cacheDir, mnt)
 			}
@@ -108,7 +110,7 @@ store, so it needs the store reachable.`,
 				mount.Notify("", err)
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			log := logFrom(ctx)
 			err = mount.Run(ctx, mount.Config{
 				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
