@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -219,7 +218,7 @@ func deriveRunner(ctx context.Context, storeURL, cacheDir, runRecord, workDir st
 	}
 	return &derive.Runner{
 		Store: st, CacheDir: cacheDir, RunRecord: runRecord, WorkDir: workDir, Output: os.Stderr,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Log: logFrom(ctx),
 	}, nil
 }
 

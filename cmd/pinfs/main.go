@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -101,6 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	runCmd := cmd.setup(fs, stdout)
+	logFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n", cmd.name, cmd.args,
 			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages())
@@ -120,7 +122,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pinfs %s: %v (see pinfs %s --help)\n", cmd.name, err, cmd.name)
 		return exitUsage
 	}
-	err := runCmd(ctx, fs.Args())
+	l, err := newLogger(fs, stderr, cmd.name)
+	if err != nil {
+		fmt.Fprintf(stderr, "pinfs %s: %v\n", cmd.name, err)
+		return exitUsage
+	}
+	slog.SetDefault(l) // library code that logs through slog.Default follows the format
+	ctx = withLogger(ctx, l)
+	err = runCmd(ctx, fs.Args())
 	var ue usageError
 	switch {
 	case err == nil:

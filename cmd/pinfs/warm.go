@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -66,7 +65,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			if err := mount.PrepareCacheDir(*cacheDir); err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			log := logFrom(ctx)
 			c, err := warm.Open(ctx, st, d, *cacheDir, int64(cacheDisk), log)
 			if err != nil {
 				return err
