@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -198,7 +197,7 @@ func serve(ctx context.Context, c Config, server *fuse.Server, tick func()) {
 			c.Log.Info("signalled: unmounting", "mountpoint", c.Mountpoint)
 			if err := server.Unmount(); err != nil {
 				c.Log.Info("mount busy: detaching it lazily", "err", err)
-				if err := syscall.Unmount(c.Mountpoint, syscall.MNT_DETACH); err != nil {
+				if err := Unmount(c.Mountpoint, true); err != nil { // fusermount -u -z when not root
 					c.Log.Warn("lazy unmount", "err", err)
 				}
 			}
