@@ -1,0 +1,110 @@
+package mountstatus
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/store/blocks"
+)
+
+func testSource(started time.Time) *Source {
+	return &Source{
+		Mountpoint: "/data/sha256:ab", Digest: "sha256:ab", RunID: "run-1", Store: "s3://b/p", CacheDir: "/c",
+		Members: 1000, Started: started,
+		Stats: func() blocks.Stats {
+			return blocks.Stats{BytesServed: 12345, MemHits: 10, DiskHits: 2, NetworkFetches: 5,
+				Mismatches: 3, VersionMissing: 1, FetchFailed: 4, BlocksVerified: 99}
+		},
+		MembersOpened: func() int64 { return 7 },
+	}
+}
+
+func TestSourceStatus(t *testing.T) {
+	started := time.Now().Add(-62 * time.Second)
+	st := testSource(started).Status()
+	want := Status{
+		Mountpoint: "/data/sha256:ab", Serving: true, Digest: "sha256:ab", RunID: "run-1", PID: os.Getpid(),
+		Started: started, UptimeSeconds: st.UptimeSeconds, Store: "s3://b/p", CacheDir: "/c", Members: 1000,
+		MembersOpened: 7, BytesServed: 12345, CacheHits: Tiers{Memory: 10, Disk: 2}, NetworkFetches: 5,
+		IntegrityEvents: Integrity{Mismatch: 3, VersionMissing: 1, FetchFailed: 4, Total: 8},
+	}
+	if *st != want {
+		t.Errorf("status\n got %+v\nwant %+v", *st, want)
+	}
+	if st.UptimeSeconds < 62 {
+		t.Errorf("uptime %v s, want at least 62", st.UptimeSeconds)
+	}
+}
+
+// TestJSONFieldNames pins the names scripts and probes read.
+func TestJSONFieldNames(t *testing.T) {
+	b := testSource(time.Now()).JSON()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"bytes_served", "cache_dir", "cache_hits", "digest", "integrity_events", "members",
+		"members_opened", "mountpoint", "network_fetches", "pid", "run_id", "serving", "started", "store", "uptime_seconds"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys %v\nwant %v", keys, want)
+	}
+	hits, _ := json.Marshal(m["cache_hits"])
+	integrity, _ := json.Marshal(m["integrity_events"])
+	if string(hits) != `{"disk":2,"memory":10}` || string(integrity) != `{"fetch_failed":4,"mismatch":3,"total":8,"version_missing":1}` {
+		t.Errorf("cache_hits %s, integrity_events %s", hits, integrity)
+	}
+
+	// Not serving: no daemon fields, the error, the counters at zero.
+	b, _ = json.Marshal(&Status{Mountpoint: "/x", Error: "/x is not a pinfs mount"})
+	const wantDown = `{"mountpoint":"/x","serving":false,"error":"/x is not a pinfs mount","uptime_seconds":0,"members":0,` +
+		`"members_opened":0,"bytes_served":0,"cache_hits":{"memory":0,"disk":0},"network_fetches":0,` +
+		`"integrity_events":{"mismatch":0,"version_missing":0,"fetch_failed":0,"total":0}}`
+	if string(b) != wantDown {
+		t.Errorf("not serving:\n got %s\nwant %s", b, wantDown)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	src := testSource(time.Now().Add(-time.Hour))
+	got, err := decode("/elsewhere", src.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := src.Status()
+	if got.Mountpoint != "/elsewhere" || got.RunID != want.RunID || got.IntegrityEvents != want.IntegrityEvents ||
+		got.CacheHits != want.CacheHits || !got.Started.Equal(want.Started) || got.PID != want.PID {
+		t.Errorf("decoded %+v\nfrom %+v", got, want)
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	st := testSource(time.Now()).Status()
+	st.UptimeSeconds = 62.4
+	var b bytes.Buffer
+	if err := st.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "/data/sha256:ab serving sha256:ab run run-1 pid " + strconv.Itoa(os.Getpid()) + " up 1m2s\n" +
+		"  members 7/1000 opened, 12345 bytes served\n" +
+		"  cache hits: memory 10, disk 2; network fetches 5\n" +
+		"  integrity events: 8 (mismatch 3, version_missing 1, fetch_failed 4)\n"
+	if b.String() != want {
+		t.Errorf("text\n%s\nwant\n%s", b.String(), want)
+	}
+
+	b.Reset()
+	(&Status{Mountpoint: "/x", Error: "/x is not a pinfs mount"}).WriteText(&b)
+	if got := b.String(); got != "/x not serving: /x is not a pinfs mount\n" {
+		t.Errorf("not serving: %q", got)
+	}
+}
