@@ -17,6 +17,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
+	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/cmd/internal/runs"
 	"github.com/pinfs/pinfs/fs"
@@ -142,8 +143,12 @@ func Run(ctx context.Context, c Config) (err error) {
 				"use a loopback address (127.0.0.1:PORT)", "addr", addr.String())
 		}
 	}
+	status := &mountstatus.Source{ // pinfs status MOUNTPOINT reads it from the root's xattr
+		Mountpoint: c.Mountpoint, Digest: string(c.Digest), RunID: runID, Store: c.Store.String(), CacheDir: c.CacheDir,
+		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
+	}
 	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
-		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log})
+		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
 		br.Close()
