@@ -4,7 +4,7 @@ GO                := go
 VERSITYGW_VERSION := v1.8.0
 BIN               := $(CURDIR)/bin
 
-.PHONY: build tools test fuzz-smoke fuzz demo bench bench-deps clean distclean
+.PHONY: build tools test fuzz-smoke fuzz demo bench bench-deps image clean distclean
 
 build:
 	$(GO) build -o bin/pinfs ./cmd/pinfs
@@ -87,6 +87,26 @@ bench: tools $(if $(filter 0,$(shell id -u)),bench-deps)
 	PINFS_BENCH=1 $(GO) test -run TestBench -v -count=1 -timeout 40m ./integration/bench/
 	$(GO) test -run '^$$' -bench . -benchtime 1s ./verify/b3 ./store/blocks ./cmd/internal/metrics | tee bench/go-bench.txt
 	$(GO) test -run '^$$' -bench '1M|BuildTree' -benchtime 3x ./verify ./fs ./cmd/internal/mount ./cmd/internal/consumed ./cmd/internal/runs | tee -a bench/go-bench.txt
+
+# IMAGE is the tag that make image gives the container image.
+IMAGE ?= pinfs:dev
+
+# image builds the Dockerfile (a static pinfs on debian:12-slim with fuse3)
+# with the first container builder that works: docker, then podman, then
+# buildah. Where none works (not installed, or no engine to talk to) it
+# says so in one line and fails. Not part of make test; the test that the
+# binary is built static is (integration/deploy).
+image:
+	@why=""; \
+	for b in docker podman buildah; do \
+		if ! command -v $$b >/dev/null 2>&1; then why="$$why; $$b: not installed"; continue; fi; \
+		if ! $$b info >/dev/null 2>&1; then why="$$why; $$b: no engine, $$b info fails"; continue; fi; \
+		echo "image: building $(IMAGE) with $$b"; \
+		if [ $$b = buildah ]; then buildah bud -t $(IMAGE) .; else $$b build -t $(IMAGE) .; fi; \
+		exit $$?; \
+	done; \
+	echo "image: no container builder works here ($${why#; }); install docker, podman or buildah with an engine" >&2; \
+	exit 1
 
 # clean keeps bin/versitygw (slow to rebuild); distclean drops it too.
 clean:
