@@ -1,10 +1,12 @@
 package fs
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -77,15 +79,100 @@ func Mount(dir string, root gofs.InodeEmbedder, o MountOptions) (*fuse.Server, e
 		RootStableAttr:  &gofs.StableAttr{Ino: rootIno},
 		Logger:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	server, err := gofs.Mount(dir, root, opts)
-	if err != nil {
+	if err := precheck(devFuse, fuseConf, os.Getuid(), o); err != nil {
 		return nil, err
 	}
-	if err := setReadAhead(dir, readAheadKB); err != nil {
+	server, err := gofs.Mount(dir, root, opts)
+	if err != nil {
+		return nil, mountError(err)
+	}
+	if err := setReadAhead(dir, readAheadKB); errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		log.Debug("kernel readahead left at its default: only root may set it", "err", err)
+	} else if err != nil {
 		log.Warn("kernel readahead left at its default", "err", err)
 	}
 	return server, nil
 }
+
+// The FUSE device and fusermount's configuration file.
+const (
+	devFuse  = "/dev/fuse"
+	fuseConf = "/etc/fuse.conf"
+)
+
+// precheck returns a one-line error for what would otherwise fail the
+// mount with only "fusermount exited with code 256" to show for it: a
+// FUSE device that this user cannot open (fusermount opens it as the
+// calling user too), or allow_other asked for by a user other than root
+// (uid) when fusermount's configuration conf does not permit it.
+func precheck(dev, conf string, uid int, o MountOptions) error {
+	f, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return deviceError(dev, err)
+	}
+	f.Close()
+	if o.AllowOther && uid != 0 && !userAllowOther(conf) {
+		return fmt.Errorf("--allow-other as a user other than root needs a line user_allow_other in %s (or mount as root)", conf)
+	}
+	return nil
+}
+
+// deviceError is the one-line error of opening the FUSE device dev that
+// failed with err, saying what to do about it.
+func deviceError(dev string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return fmt.Errorf("cannot open %s: it does not exist (load the fuse module, or pass the device to the container: --device /dev/fuse)", dev)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("cannot open %s: permission denied (make it rw for this user, mode 0666, or mount as root)", dev)
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("cannot open %s: %v", dev, err)
+}
+
+// userAllowOther reports whether fusermount's configuration file conf has
+// the line user_allow_other, which lets users other than root mount with
+// allow_other.
+func userAllowOther(conf string) bool {
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		line, _, _ = strings.Cut(line, "#")
+		if strings.TrimSpace(line) == "user_allow_other" {
+			return true
+		}
+	}
+	return false
+}
+
+// mountError puts go-fuse's mount error on one line. go-fuse reports a
+// failed fusermount only by its exit code; fusermount printed the reason
+// just before, on this process's stderr (the mount log, in the
+// background).
+func mountError(err error) error {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	if strings.Contains(msg, "fusermount exited") {
+		return errors.New("fusermount could not mount (its own message is just before this line, on stderr or in the mount log)")
+	}
+	if msg != err.Error() {
+		return &oneLineError{msg: msg, err: err}
+	}
+	return err
+}
+
+// oneLineError is err with its text on one line.
+type oneLineError struct {
+	msg string
+	err error
+}
+
+func (e *oneLineError) Error() string { return e.msg }
+func (e *oneLineError) Unwrap() error { return e.err }
 
 // setReadAhead sets the read_ahead_kb of the mount's backing device
 // (/sys/class/bdi/0:<minor>). Files opened afterwards use the new window.

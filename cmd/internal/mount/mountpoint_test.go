@@ -1,0 +1,199 @@
+package mount
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// mountinfoLine is one line of /proc/self/mountinfo for a mount of fstype
+// from source at point (escaped as the kernel does).
+func mountinfoLine(point, fstype, source string) string {
+	esc := strings.NewReplacer(" ", `\040`, "\t", `\011`, `\`, `\134`)
+	return "36 35 0:52 / " + esc.Replace(point) + " ro,nosuid,nodev shared:1 - " + fstype + " " + esc.Replace(source) + " ro,user_id=0\n"
+}
+
+func TestFindMount(t *testing.T) {
+	info := mountinfoLine("/", "ext4", "/dev/sda1") +
+		mountinfoLine("/data/a b", "tmpfs", "tmpfs") +
+		mountinfoLine("/data/a b", "fuse.pinfs", "sha256:ab") + // mounted over the tmpfs
+		mountinfoLine("/data/a b/c", "fuse.pinfs", "sha256:cd") +
+		"short line\n"
+	for _, tc := range []struct {
+		dir, fstype, source string
+		ok                  bool
+	}{
+		{"/data/a b", "fuse.pinfs", "sha256:ab", true},
+		{"/data/a b/c", "fuse.pinfs", "sha256:cd", true},
+		{"/", "ext4", "/dev/sda1", true},
+		{"/data", "", "", false},
+		{"/data/a", "", "", false},
+	} {
+		e, ok := findMount(strings.NewReader(info), tc.dir)
+		if ok != tc.ok || e.FSType != tc.fstype || e.Source != tc.source {
+			t.Errorf("findMount(%q) = %+v %v, want %s %s %v", tc.dir, e, ok, tc.fstype, tc.source, tc.ok)
+		}
+	}
+}
+
+func TestUnescapeMountinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		`/a\040b`:   "/a b",
+		`/a\134b`:   `/a\b`,
+		`/a\011`:    "/a\t",
+		`/a\04`:     `/a\04`, // too short: left alone
+		`/a\09x`:    `/a\09x`,
+		`/plain`:    "/plain",
+		`\040\040x`: "  x",
+	} {
+		if got := unescapeMountinfo(in); got != want {
+			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCanonicalResolvesTheParentOnly(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	realDir, _ := filepath.EvalSymlinks(dir)
+	if got, want := canonical(filepath.Join(dir, "link", "m")), filepath.Join(realDir, "real", "m"); got != want {
+		t.Errorf("canonical through a linked parent = %q, want %q", got, want)
+	}
+	// The last element is not followed: it may be a dead mount.
+	if got, want := canonical(filepath.Join(dir, "link")), filepath.Join(realDir, "link"); got != want {
+		t.Errorf("canonical of a link itself = %q, want %q", got, want)
+	}
+}
+
+func TestCheckMountpoint(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, "live")
+	other := filepath.Join(dir, "emptydir")
+	for _, d := range []string{live, other} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := filepath.Join(dir, "mountinfo")
+	if err := os.WriteFile(info, []byte(mountinfoLine(canonical(live), "fuse.pinfs", "sha256:00ff")+
+		mountinfoLine(canonical(other), "tmpfs", "tmpfs")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		dir, want string
+	}{
+		{missing, "mountpoint " + missing + " does not exist"},
+		{filepath.Join(file, "sub"), "mountpoint " + filepath.Join(file, "sub") + " does not exist (a parent is not a directory)"},
+		{file, "mountpoint " + file + " is not a directory"},
+		{live, "mountpoint " + live + " is already mounted (pinfs sha256:00ff); unmount it first: pinfs unmount " + live},
+		{other, ""}, // another type of mount (an emptyDir) is mounted over
+		{dir, ""},
+	} {
+		err := checkMountpoint(info, tc.dir)
+		if got := errText(err); got != tc.want {
+			t.Errorf("checkMountpoint(%s) = %q, want %q", tc.dir, got, tc.want)
+		}
+	}
+	// Without the mountinfo entry, the live mount is an ordinary directory.
+	if err := checkMountpoint(filepath.Join(dir, "none"), live); err != nil {
+		t.Errorf("a directory that is not mounted: %v", err)
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestUnmountError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{syscall.EBUSY, "unmount /x: mount is busy (files are open); use --lazy to detach it now"},
+		{syscall.EINVAL, "unmount /x: not mounted"},
+		{syscall.ENOENT, "unmount /x: it does not exist"},
+		{errors.New("fusermount3: entry for /x not found in /etc/mtab"), "unmount /x: fusermount3: entry for /x not found in /etc/mtab"},
+	} {
+		err := unmountError("/x", tc.err)
+		if err.Error() != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("unmountError(%v) = %q (wraps it: %v), want %q", tc.err, err, errors.Is(err, tc.err), tc.want)
+		}
+	}
+}
+
+func TestUnmountNotMounted(t *testing.T) {
+	dir := t.TempDir()
+	err := Unmount(dir, false)
+	if err == nil || err.Error() != "unmount "+dir+": not mounted" {
+		t.Errorf("Unmount of a plain directory: %v", err)
+	}
+	missing := filepath.Join(dir, "missing")
+	if err := Unmount(missing, true); err == nil || !strings.HasPrefix(err.Error(), "unmount "+missing+": ") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Unmount of a missing directory: %v", err)
+	}
+}
+
+// fakeFusermount puts a fusermount3 on $PATH that records its arguments
+// in the returned file, writes stderr to its stderr and exits with code.
+func fakeFusermount(t *testing.T, stderr string, code int) string {
+	t.Helper()
+	bin := t.TempDir()
+	args := filepath.Join(bin, "args")
+	script := "#!/bin/sh\necho \"$@\" > " + args + "\nprintf '%s' '" + stderr + "' >&2\nexit " + strconv.Itoa(code) + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "fusermount3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	return args
+}
+
+func TestFusermountUnmount(t *testing.T) {
+	for _, tc := range []struct {
+		name, stderr string
+		code         int
+		lazy         bool
+		wantArgs     string
+		want         string // error text; "" for none
+		wantBusy     bool
+	}{
+		{name: "ok", wantArgs: "-u -- /m/x"},
+		{name: "lazy", lazy: true, wantArgs: "-u -z -- /m/x"},
+		{name: "busy", stderr: "fusermount3: failed to unmount /m/x: Device or resource busy\n", code: 1,
+			wantArgs: "-u -- /m/x", want: "device or resource busy", wantBusy: true},
+		{name: "refused", stderr: "fusermount3: entry for /m/x not found\n in /etc/mtab\n", code: 1,
+			wantArgs: "-u -- /m/x", want: "fusermount3: entry for /m/x not found in /etc/mtab"},
+		{name: "silent", code: 1, wantArgs: "-u -- /m/x", want: "fusermount3: exit status 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := fakeFusermount(t, tc.stderr, tc.code)
+			err := fusermountUnmount("/m/x", tc.lazy)
+			if got := errText(err); got != tc.want {
+				t.Errorf("error %q, want %q", got, tc.want)
+			}
+			if errors.Is(err, syscall.EBUSY) != tc.wantBusy {
+				t.Errorf("error %v: EBUSY %v, want %v", err, !tc.wantBusy, tc.wantBusy)
+			}
+			if b, err := os.ReadFile(args); err != nil || strings.TrimSpace(string(b)) != tc.wantArgs {
+				t.Errorf("fusermount3 ran with %q (%v), want %q", b, err, tc.wantArgs)
+			}
+		})
+	}
+}
