@@ -2,32 +2,53 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
+	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
+	"github.com/pinfs/pinfs/verify"
 )
 
 var statusCmd = &command{
 	name:  "status",
-	args:  "DIGEST --store STORE [--policy FILE] [--json]",
-	short: "a snapshot's admission state: reports, signatures, gates",
+	args:  "DIGEST --store STORE [--policy FILE] [--json] | MOUNTPOINT [--json] [--timeout D] [--wait D]",
+	short: "a snapshot's admission state, or a running mount's status (a readiness probe)",
 	long: `Print where snapshot DIGEST stands: BUILDING (pinned), VALIDATED (a
 passing validation report), APPROVED (approvals that satisfy a trust
 policy) or ACTIVE (a gate has pointed at it); its passing reports; every
 stored signature with who signed, in which role, when, and under which
 policies it is valid; whether the snapshot is approved under --policy FILE
 and under the policy kept by each gate that points at it; and the gates
-and generations that point at it.`,
+and generations that point at it.
+
+With MOUNTPOINT (any argument that is not a full digest; a directory
+named like one is ./sha256:...), report on the pinfs mount there: its
+digest, run id, pid and uptime; members opened, bytes served, cache hits
+per tier and network fetches; integrity events so far. Exit 0 when the
+mount serves, 1 when it does not (not a pinfs mount, its daemon is gone,
+it does not answer within --timeout, the path does not exist), with the
+reason on stderr; --json prints the status in every case. This is the
+readiness probe of a sidecar or a systemd unit. --store and --policy are
+ignored.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		policyFile := policyFlag(fs)
 		asJSON := fs.Bool("json", false, "print the status as JSON")
+		timeout := fs.Duration("timeout", 5*time.Second, "MOUNTPOINT: how long one query waits for the pinfs daemon")
+		wait := fs.Duration("wait", 0, "MOUNTPOINT: ask again until the mount serves or this much time has passed (0: ask once)")
 		return func(ctx context.Context, args []string) error {
-			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
+			if len(args) == 1 && mountpointArg(args[0]) {
+				return mountStatus(ctx, out, args[0], *asJSON, *timeout, *wait)
+			}
+			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST or MOUNTPOINT", 0)
 			if err != nil {
 				return err
 			}
@@ -46,6 +67,65 @@ and generations that point at it.`,
 			return nil
 		}
 	},
+}
+
+// mountpointArg reports whether the argument of pinfs status names a
+// mountpoint rather than a snapshot: it is not a full digest, and if it
+// begins with sha256: a path of that name exists (otherwise it is a
+// mistyped digest: a usage error, as before).
+func mountpointArg(arg string) bool {
+	if _, err := verify.ParseDigest(arg); err == nil || arg == "" {
+		return false
+	}
+	if strings.HasPrefix(arg, "sha256:") {
+		_, err := os.Lstat(arg)
+		return !errors.Is(err, iofs.ErrNotExist)
+	}
+	return true
+}
+
+// statusRetry is how long pinfs status --wait pauses between queries.
+const statusRetry = 250 * time.Millisecond
+
+// mountStatus prints the status of the pinfs mount at dir and returns
+// the reason it does not serve, if it does not.
+func mountStatus(ctx context.Context, out io.Writer, dir string, asJSON bool, timeout, wait time.Duration) error {
+	if timeout <= 0 {
+		return usagef("--timeout %v: want a positive duration such as 5s", timeout)
+	}
+	if wait < 0 {
+		return usagef("--wait %v: want a duration such as 2m, or 0 to ask once", wait)
+	}
+	st, err := waitServing(ctx, dir, timeout, wait)
+	if asJSON {
+		if perr := printJSON(out, st); perr != nil {
+			return perr
+		}
+	} else if err == nil {
+		err = st.WriteText(out)
+	}
+	return err
+}
+
+// waitServing queries the mount at dir, each query bounded by timeout,
+// until it serves or wait has passed (a last query may start just before
+// and take up to timeout more), and returns the last answer.
+func waitServing(ctx context.Context, dir string, timeout, wait time.Duration) (*mountstatus.Status, error) {
+	end := time.Now().Add(wait)
+	for {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		st, err := mountstatus.Query(qctx, dir)
+		cancel()
+		left := time.Until(end)
+		if err == nil || ctx.Err() != nil || left <= 0 {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, err
+		case <-time.After(min(statusRetry, left)):
+		}
+	}
 }
 
 func printStatus(w io.Writer, s *admission.Status) {
