@@ -104,9 +104,6 @@ func TestLogsBackground(t *testing.T) {
 	}
 	var msgs []string
 	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
-		if strings.HasPrefix(line, "run "+runID+" serving ") {
-			continue // the daemon's stdout
-		}
 		var e map[string]any
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("log line %d is not a JSON object (%v): %q", i+1, err, line)

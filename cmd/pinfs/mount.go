@@ -59,7 +59,7 @@ store, so it needs the store reachable.`,
 		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
 		gid := fs.Uint32("gid", uint32(os.Getgid()), "group of files and directories")
 		metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at `ADDR`, e.g. 127.0.0.1:9464; keep it on loopback: pprof shows the process's memory, and a mount on any other address logs a warning")
-		debug := fs.Bool("debug", false, "log every FUSE request")
+		debug := fs.Bool("debug", false, "log at debug level: every FUSE request, and the SDK's detail of errors")
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within this time, retries and throttling included; keep it longer than --stall-timeout")
 		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for this long")
 		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record this often (a crash loses at most this much of the consumed set)")

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -58,7 +59,15 @@ type Metrics struct {
 	// The errno classes fs.Errno gives, resolved once so that counting
 	// them does not allocate.
 	eio, eintr, eacces prometheus.Counter
+	// log receives the HTTP server's errors (SetLogger); nil: the
+	// standard library's log package.
+	log *slog.Logger
 }
+
+// SetLogger makes the metrics server log its errors (a bad request, a
+// failed accept) through l, so that they carry the mount's digest and run
+// id like its other lines. Call it before Serve.
+func (m *Metrics) SetLogger(l *slog.Logger) { m.log = l }
 
 // New returns the Metrics of a mount whose read path is src. labels are
 // constant labels put on every metric, as name/value pairs, e.g.
@@ -235,6 +244,9 @@ func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if m.log != nil {
+		srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
 	}
 	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed after Shutdown
 	go func() {

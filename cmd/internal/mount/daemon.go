@@ -17,7 +17,8 @@ import (
 const readyEnv = "PINFS_READY_FD"
 
 // Background starts this binary again with args (a foreground mount),
-// detached in its own session with stdout and stderr appended to logPath
+// detached in its own session with stderr appended to logPath (stdout
+// discarded)
 // (created 0600, never through a symbolic link), and waits until it
 // reports that the mount serves, reports an error, or exits; at most
 // timeout. It returns the child's pid and its run id.
@@ -42,7 +43,10 @@ func Background(args []string, logPath string, timeout time.Duration) (int, stri
 	}
 	defer r.Close()
 	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = log, log
+	// The log gets the daemon's log lines only (one format, --log-format
+	// json stays pure JSON); what it prints on stdout, the run id, this
+	// process prints for it.
+	cmd.Stderr = log
 	cmd.ExtraFiles = []*os.File{w} // fd 3
 	cmd.Env = append(os.Environ(), readyEnv+"=3")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
