@@ -17,23 +17,34 @@ import (
 // *.yaml and *.yml files are Kubernetes manifests. docs/ must exist.
 var manifestDirs = []string{"docs", "deploy"}
 
-// shardExample is the example of phase 2 that the issue asks for.
-const shardExample = "docs/kubernetes/pin-shards.yaml"
+// shardExample is the example of phase 2 that the issue asks for, and
+// sidecarExample the training pod with a pinfs sidecar.
+const (
+	shardExample   = "docs/kubernetes/pin-shards.yaml"
+	sidecarExample = "deploy/kubernetes/sidecar.yaml"
+)
 
 // fileReport is what checkFile found in one manifest file.
 type fileReport struct {
 	docs   int
 	shards int // containers running pinfs pin --shard
 	merges int // containers running pinfs pin --merge
+	mounts int // command lines running pinfs mount
+	warms  int // command lines running pinfs warm
 }
 
-// checkFile decodes a manifest file strictly and checks its Jobs; it
-// returns every error, not only the first.
+// checkFile decodes a manifest file strictly and checks its Jobs and the
+// pinfs containers of every pod; it returns every error, not only the
+// first.
 func checkFile(name string, b []byte) (fileReport, []error) {
 	docs, errs := decodeFile(name, b)
 	rep := fileReport{docs: len(docs)}
 	var runs []pinRun
 	for _, d := range docs {
+		if spec := podSpecOf(d.obj); spec != nil {
+			m, w, e := checkPod(d.name, spec)
+			rep.mounts, rep.warms, errs = rep.mounts+m, rep.warms+w, append(errs, e...)
+		}
 		switch o := d.obj.(type) {
 		case *batchv1.Job:
 			errs = append(errs, checkJob(d.name, o)...)
@@ -148,8 +159,10 @@ func manifestFiles(t testing.TB, root string) []string {
 func TestManifests(t *testing.T) {
 	root := repoRoot(t)
 	files := manifestFiles(t, root)
-	if !slices.Contains(files, shardExample) {
-		t.Fatalf("%s is missing (found %q)", shardExample, files)
+	for _, f := range []string{shardExample, sidecarExample} {
+		if !slices.Contains(files, f) {
+			t.Fatalf("%s is missing (found %q)", f, files)
+		}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -167,7 +180,10 @@ func TestManifests(t *testing.T) {
 			if f == shardExample && (rep.shards == 0 || rep.merges == 0) {
 				t.Errorf("%s: %d containers run pinfs pin --shard and %d run --merge; want at least one of each", f, rep.shards, rep.merges)
 			}
-			t.Logf("%s: %d objects, %d shard and %d merge containers", f, rep.docs, rep.shards, rep.merges)
+			if f == sidecarExample && (rep.mounts == 0 || rep.warms == 0) {
+				t.Errorf("%s: %d containers run pinfs mount and %d run pinfs warm; want at least one of each", f, rep.mounts, rep.warms)
+			}
+			t.Logf("%s: %d objects, %d shard and %d merge containers, %d mounts, %d warm steps", f, rep.docs, rep.shards, rep.merges, rep.mounts, rep.warms)
 		})
 	}
 }

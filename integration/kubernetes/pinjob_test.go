@@ -54,6 +54,13 @@ func pinArgs(c corev1.Container) ([]string, bool) {
 // parsePinFlags splits pinfs pin arguments into flag values and positional
 // arguments, refusing flags pinfs pin does not have.
 func parsePinFlags(args []string) (map[string][]string, []string, error) {
+	return parseFlags("pin", args, pinValueFlags, pinBoolFlags)
+}
+
+// parseFlags splits the arguments of pinfs sub into flag values and
+// positional arguments, refusing flags other than valueFlags (which take a
+// value, as --f v or --f=v) and boolFlags.
+func parseFlags(sub string, args, valueFlags, boolFlags []string) (map[string][]string, []string, error) {
 	flags := map[string][]string{}
 	var pos []string
 	for i := 0; i < len(args); i++ {
@@ -65,10 +72,10 @@ func parsePinFlags(args []string) (map[string][]string, []string, error) {
 		}
 		name, val, hasVal := strings.Cut(name, "=")
 		switch {
-		case slices.Contains(pinBoolFlags, name):
+		case slices.Contains(boolFlags, name):
 			flags[name] = append(flags[name], val)
-		case !slices.Contains(pinValueFlags, name):
-			return nil, nil, fmt.Errorf("pinfs pin has no flag --%s", name)
+		case !slices.Contains(valueFlags, name):
+			return nil, nil, fmt.Errorf("pinfs %s has no flag --%s", sub, name)
 		case hasVal:
 			flags[name] = append(flags[name], val)
 		case i+1 < len(args):
