@@ -296,8 +296,7 @@ func (b *Bucket) PutCAS(ctx context.Context, digest string, r io.Reader, size in
 	}
 	obj, err := store.NewVersion(b.bucket, k, aws.ToString(id))
 	if err != nil {
-		return store.Object{}, fmt.Errorf("s3store: put %s: the upload created no version "+
-			"(enable versioning on bucket %s): %w: %w", b.where(k), b.bucket, store.ErrUnversioned, err)
+		return store.Object{}, b.noVersion(ctx, k, err)
 	}
 	return obj, nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/pinfs/pinfs/store"
@@ -81,6 +82,9 @@ func (c *Client) listParallel() int {
 //   - checksums only where S3 requires them, so ranged GETs do not log
 //     "response has no checksum" warnings (pinfs verifies content itself);
 //   - up to 64 idle connections per host, for parallel ranged GETs;
+//   - credential failures that mapErr can tell apart: "no AWS
+//     credentials" when the chain found none and fell back to the EC2
+//     instance role, which failed too;
 //   - the standard retryer with 5 attempts and no client-side retry quota
 //     for the store's own blobs, listings and whole-object reads, so that
 //     a burst of throttling backs off instead of failing once a shared
@@ -111,9 +115,45 @@ func NewClient(ctx context.Context) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
 	}
+	cfg.Credentials = credentialsSource{
+		CredentialsProvider: cfg.Credentials,
+		fallback:            aws.IsCredentialsProvider(cfg.Credentials, (*ec2rolecreds.Provider)(nil)),
+	}
 	pathStyle := os.Getenv("AWS_ENDPOINT_URL_S3") != "" || aws.ToString(cfg.BaseEndpoint) != ""
 	api := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.UsePathStyle = pathStyle
 	})
 	return &Client{api: api}, nil
+}
+
+// credentialsSource is the SDK's credential chain (cached) with its
+// failures wrapped in a credentialsError, so that mapErr can say in one
+// line that there are no credentials instead of showing the chain.
+type credentialsSource struct {
+	aws.CredentialsProvider
+	fallback bool // the chain found nothing and fell back to the EC2 instance role (IMDS)
+}
+
+// Retrieve returns the chain's credentials, or its error as a credentialsError.
+func (s credentialsSource) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := s.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return c, &credentialsError{err: err, none: s.fallback}
+	}
+	return c, nil
+}
+
+// IsCredentialsProvider lets aws.IsCredentialsProvider see the wrapped
+// provider (the SDK asks whether credentials are anonymous).
+func (s credentialsSource) IsCredentialsProvider(target aws.CredentialsProvider) bool {
+	return aws.IsCredentialsProvider(s.CredentialsProvider, target)
+}
+
+// ProviderSources passes on the wrapped provider's sources (the SDK
+// reports them in its user agent).
+func (s credentialsSource) ProviderSources() []aws.CredentialSource {
+	if p, ok := s.CredentialsProvider.(aws.CredentialProviderSource); ok {
+		return p.ProviderSources()
+	}
+	return nil
 }

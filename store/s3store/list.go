@@ -31,17 +31,12 @@ const maxNamed = 10
 // listing's.
 func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]store.ObjectVersion, error) {
 	where := fmt.Sprintf("s3://%s/%s", bucket, prefix)
-	vc, err := c.api.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(bucket)})
+	status, err := c.versioning(ctx, bucket)
 	if err != nil {
-		return nil, mapErr("get versioning of", "s3://"+bucket, err)
+		return nil, err
 	}
-	if vc.Status != types.BucketVersioningStatusEnabled {
-		status := string(vc.Status)
-		if status == "" {
-			status = "never enabled"
-		}
-		return nil, fmt.Errorf("s3store: bucket %s: versioning is %s, not Enabled, so its objects cannot be pinned: %w",
-			bucket, status, store.ErrUnversioned)
+	if status != types.BucketVersioningStatusEnabled {
+		return nil, unversionedError(bucket, string(status))
 	}
 
 	l := &listing{api: c.api, bucket: bucket}
@@ -62,6 +57,16 @@ func (c *Client) ListCurrent(ctx context.Context, bucket, prefix string) ([]stor
 			where, len(nulls), "null", nameSome(nulls), store.ErrUnversioned)
 	}
 	return dedupe(where, list)
+}
+
+// versioning returns the versioning status of bucket: Enabled, Suspended,
+// or "" when it was never turned on.
+func (c *Client) versioning(ctx context.Context, bucket string) (types.BucketVersioningStatus, error) {
+	vc, err := c.api.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return "", mapErr("get versioning of", "s3://"+bucket, err)
+	}
+	return vc.Status, nil
 }
 
 // dedupe sorts a listing by key and drops repeated entries. versitygw
