@@ -6,10 +6,16 @@ import (
 	"testing"
 )
 
-// goodSidecarPod is a minimal valid pod with a pinfs sidecar. The cases
-// below each break it in one place, so the checks must refuse them for that
-// one reason.
-const goodSidecarPod = `apiVersion: v1
+// digestA is the snapshot that goodSidecarPod mounts.
+const digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// goodSidecarPod is a minimal valid pod with a pinfs sidecar (sidecarPod
+// with digestA). The cases below each break it in one place, so the checks
+// must refuse them for that one reason.
+var goodSidecarPod = strings.ReplaceAll(sidecarPod, "DIGEST", digestA)
+
+// sidecarPod is goodSidecarPod with DIGEST for its digest.
+const sidecarPod = `apiVersion: v1
 kind: Pod
 metadata:
   name: train
@@ -19,13 +25,13 @@ spec:
   initContainers:
     - name: mkdir
       image: ghcr.io/example/pinfs:v0.1.0
-      command: [mkdir, -p, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]
+      command: [mkdir, -p, /data/DIGEST]
       volumeMounts:
         - {name: data, mountPath: /data}
     - name: warm
       image: ghcr.io/example/pinfs:v0.1.0
       command: [pinfs]
-      args: [warm, "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", --cache-dir, /cache, --store, "s3://store/p"]
+      args: [warm, "DIGEST", --cache-dir, /cache, --store, "s3://store/p"]
       envFrom:
         - secretRef: {name: s3}
       volumeMounts:
@@ -34,7 +40,7 @@ spec:
       image: ghcr.io/example/pinfs:v0.1.0
       restartPolicy: Always
       command: [pinfs]
-      args: [mount, "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, --foreground, --allow-other, --cache-dir, /var/cache/pinfs, --store, "s3://store/p"]
+      args: [mount, "DIGEST", /data/DIGEST, --foreground, --allow-other, --cache-dir, /var/cache/pinfs, --store, "s3://store/p"]
       env:
         - name: AWS_ACCESS_KEY_ID
           valueFrom:
@@ -43,7 +49,7 @@ spec:
         privileged: true
       startupProbe:
         exec:
-          command: [pinfs, status, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]
+          command: [pinfs, status, /data/DIGEST]
         timeoutSeconds: 10
       volumeMounts:
         - {name: data, mountPath: /data, mountPropagation: Bidirectional}
@@ -51,7 +57,7 @@ spec:
   containers:
     - name: trainer
       image: ghcr.io/example/trainer:v1
-      args: [--data, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]
+      args: [--data, /data/DIGEST]
       volumeMounts:
         - {name: data, mountPath: /data, mountPropagation: HostToContainer, readOnly: true}
   volumes:
@@ -74,7 +80,7 @@ func editPod(t *testing.T, old, new string, all bool) string {
 }
 
 func TestAcceptsGoodSidecar(t *testing.T) {
-	volumeRoot := editPod(t, "/data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "/data", true)
+	volumeRoot := editPod(t, "/data/"+digestA, "/data", true)
 	volumeRoot = strings.Replace(volumeRoot, "[mkdir, -p, /data]", "[mkdir, -p, /data/x]", 1)
 	for name, y := range map[string]string{"good": goodSidecarPod, "mount at the volume root": volumeRoot} {
 		t.Run(name, func(t *testing.T) {
@@ -96,22 +102,22 @@ func TestRefusesBrokenSidecars(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"plain init container", editPod(t, "      restartPolicy: Always\n", "", false), "without restartPolicy: Always: it never exits"},
-		{"regular container", editPod(t, "  containers:\n", "  containers:\n    - name: mount2\n      image: ghcr.io/example/pinfs:v0.1.0\n      args: [mount, \"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, --foreground]\n", false), "pinfs mount in containers"},
+		{"regular container", editPod(t, "  containers:\n", "  containers:\n    - name: mount2\n      image: ghcr.io/example/pinfs:v0.1.0\n      args: [mount, \""+digestA+"\", /data/"+digestA+", --foreground]\n", false), "pinfs mount in containers"},
 		{"no --foreground", editPod(t, "--foreground, ", "", false), "without --foreground"},
 		{"--foreground=false", editPod(t, "--foreground, ", "--foreground=false, ", false), "without --foreground"},
 		{"misspelt mount flag", editPod(t, "--foreground, ", "--foregrond, ", false), "pinfs mount has no flag --foregrond"},
-		{"short digest", editPod(t, "[mount, \"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", "[mount, \"sha256:aaaa\"", false), "want a full sha256:<64 lowercase hex> digest"},
+		{"short digest", editPod(t, "[mount, \""+digestA+"\"", "[mount, \"sha256:aaaa\"", false), "want a full sha256:<64 lowercase hex> digest"},
 		{"through a shell", editPod(t, "command: [pinfs]\n      args: [mount,", "command: [sh, -c, \"pinfs mount $0 $@\"]\n      args: [", false), "not through a shell"},
-		{"no probe", editPod(t, "      startupProbe:\n        exec:\n          command: [pinfs, status, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]\n        timeoutSeconds: 10\n", "", false), "no startupProbe running pinfs status"},
-		{"probe on another path", editPod(t, "[pinfs, status, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]", "[pinfs, status, /data]", false), "but the mount is at /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
-		{"probe through a shell", editPod(t, "[pinfs, status, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]", "[sh, -c, \"pinfs status /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]", false), "no startupProbe running pinfs status"},
+		{"no probe", editPod(t, "      startupProbe:\n        exec:\n          command: [pinfs, status, /data/"+digestA+"]\n        timeoutSeconds: 10\n", "", false), "no startupProbe running pinfs status"},
+		{"probe on another path", editPod(t, "[pinfs, status, /data/"+digestA+"]", "[pinfs, status, /data]", false), "but the mount is at /data/" + digestA},
+		{"probe through a shell", editPod(t, "[pinfs, status, /data/"+digestA+"]", "[sh, -c, \"pinfs status /data/"+digestA+"\"]", false), "no startupProbe running pinfs status"},
 		{"probe shorter than status", editPod(t, "timeoutSeconds: 10", "timeoutSeconds: 5", false), "not longer than pinfs status --timeout 5s"},
 		{"probe default timeout", editPod(t, "        timeoutSeconds: 10\n", "", false), "timeoutSeconds 1 is not longer"},
 		{"probe on a plain init container", editPod(t, "      envFrom:\n        - secretRef: {name: s3}\n", "      envFrom:\n        - secretRef: {name: s3}\n      startupProbe:\n        exec: {command: [ls]}\n", false), "a probe on an init container without restartPolicy: Always"},
 		{"no propagation", editPod(t, ", mountPropagation: Bidirectional}", "}", false), "needs mountPropagation: Bidirectional"},
 		{"not privileged", editPod(t, "privileged: true", "privileged: false", false), "needs securityContext.privileged: true"},
 		{"mountpoint on no volume", editPod(t, "{name: data, mountPath: /data, mountPropagation: Bidirectional}", "{name: data, mountPath: /srv, mountPropagation: Bidirectional}", false), "no volume mounted at or above the mountpoint"},
-		{"mountpoint not created", editPod(t, "[mkdir, -p, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]", "[mkdir, -p, /data/other]", false), "does not exist in the fresh volume data"},
+		{"mountpoint not created", editPod(t, "[mkdir, -p, /data/"+digestA+"]", "[mkdir, -p, /data/other]", false), "does not exist in the fresh volume data"},
 		{"trainer without propagation", editPod(t, trainerMount, "{name: data, mountPath: /data, readOnly: true}", false), "container trainer: volume data needs mountPropagation: HostToContainer"},
 		{"trainer without the volume", editPod(t, "      volumeMounts:\n        - "+trainerMount+"\n", "", false), "nothing can read the mount"},
 		{"no --allow-other", editPod(t, "--allow-other, ", "", false), "no --allow-other"},
@@ -121,9 +127,9 @@ func TestRefusesBrokenSidecars(t *testing.T) {
 		{"trainer with a key in env", editPod(t, "      args: [--data,", "      env:\n        - {name: AWS_SECRET_ACCESS_KEY, value: x}\n      args: [--data,", false), "container trainer: env AWS_SECRET_ACCESS_KEY"},
 		{"trainer with a secret volume", editPod(t, "readOnly: true}\n", "readOnly: true}\n        - {name: creds, mountPath: /creds}\n", false), "container trainer: Secret volume creds"},
 		{"mkdir with credentials", editPod(t, "      volumeMounts:\n        - {name: data, mountPath: /data}\n", "      env:\n        - {name: AWS_PROFILE, value: p}\n      volumeMounts:\n        - {name: data, mountPath: /data}\n", false), "init container mkdir: env AWS_PROFILE"},
-		{"trainer reads another digest", editPod(t, "[--data, /data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa]", "[--data, /data/"+b+"]", false), "container trainer: names " + b + ", but the pod mounts sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
-		{"mountpoint of another digest", editPod(t, "/data/sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, --foreground", "/data/"+b+", --foreground", false), "init container pinfs: names " + b},
-		{"warm of another digest", editPod(t, "[warm, \"sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", "[warm, \""+b+"\"", false), "warms " + b + ", but pinfs mounts sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		{"trainer reads another digest", editPod(t, "[--data, /data/"+digestA+"]", "[--data, /data/"+b+"]", false), "container trainer: names " + b + ", but the pod mounts " + digestA},
+		{"mountpoint of another digest", editPod(t, "/data/"+digestA+", --foreground", "/data/"+b+", --foreground", false), "init container pinfs: names " + b},
+		{"warm of another digest", editPod(t, "[warm, \""+digestA+"\"", "[warm, \""+b+"\"", false), "warms " + b + ", but pinfs mounts " + digestA},
 		{"warm into another cache", editPod(t, "--cache-dir, /cache,", "--cache-dir, /tmp/cache,", false), "is not the cache dir \"/var/cache/pinfs\" of pinfs"},
 		{"warm as a sidecar", editPod(t, "      command: [pinfs]\n      args: [warm,", "      restartPolicy: Always\n      command: [pinfs]\n      args: [warm,", false), "pinfs warm runs once, before the mount"},
 		{"misspelt warm flag", editPod(t, "--cache-dir, /cache,", "--cachedir, /cache,", false), "pinfs warm has no flag --cachedir"},
