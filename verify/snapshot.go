@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime/debug"
 	"strings"
 )
@@ -96,6 +97,9 @@ func (s *Snapshot) Table() *Table { return s.table }
 func (s *Snapshot) Members() []Member { return s.table.Members() }
 
 // Getter reads metadata blobs by store key (store.Blobs satisfies it).
+// The error of a key it does not hold matches fs.ErrNotExist, as the
+// stores' do; a Getter that is a fmt.Stringer names its store in Fetch's
+// error for a missing manifest.
 type Getter interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 }
@@ -105,6 +109,9 @@ type Getter interface {
 // (CheckReader) rather than read whole.
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 	mb, err := g.Get(ctx, ManifestKey(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &noManifestError{d: d, where: storeName(g), err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", d, err)
 	}
@@ -129,6 +136,36 @@ func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 		debug.FreeOSMemory()
 	}
 	return c, err
+}
+
+// noManifestError is Fetch's error for a manifest the store does not hold
+// (a wrong digest, store or prefix): one line that names the digest and
+// the store. It wraps the store's error, whose full text Detail returns.
+type noManifestError struct {
+	d     Digest
+	where string // "store s3://bucket/prefix", or "the store"
+	err   error
+}
+
+func (e *noManifestError) Error() string { return "no manifest " + string(e.d) + " in " + e.where }
+func (e *noManifestError) Unwrap() error { return e.err }
+
+// Detail returns the store's error with its own detail (store.Detail).
+func (e *noManifestError) Detail() string {
+	s := e.err.Error()
+	var d interface{ Detail() string }
+	if errors.As(e.err, &d) && d.Detail() != "" {
+		s += ": " + d.Detail()
+	}
+	return s
+}
+
+// storeName names the store g reads, for an error message.
+func storeName(g Getter) string {
+	if s, ok := g.(fmt.Stringer); ok {
+		return "store " + s.String()
+	}
+	return "the store"
 }
 
 // getTable reads the member table of m from g whole and checks it; it

@@ -76,6 +76,15 @@ func New(dir string, remote store.Blobs, opts ...Option) *Cache {
 	return c
 }
 
+// String names the store the cache is in front of (errors such as
+// verify.Fetch's name it), or the cache directory when it has none.
+func (c *Cache) String() string {
+	if s, ok := c.remote.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return c.dir
+}
+
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats { return Stats{WriteErrors: c.writeErrors.Load()} }
 
