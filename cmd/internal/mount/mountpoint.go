@@ -19,7 +19,7 @@ import (
 // When umount(2) is not permitted (not root) it asks fusermount3 -u -z,
 // which lets a user remove the mounts that user made.
 func CleanStale(dir string) (bool, error) {
-	if _, err := os.Stat(dir); !dead(err) {
+	if !isDead(dir, liveTimeout) {
 		return false, nil
 	}
 	err := syscall.Unmount(dir, syscall.MNT_DETACH)
@@ -146,14 +146,14 @@ func CheckMountpoint(dir string) error {
 	return checkMountpoint(selfMountinfo, dir)
 }
 
-// liveTimeout bounds the stat that tells a live pinfs mount from a dead
-// one: a daemon that does not answer is not dead, so its mount is live.
+// liveTimeout bounds the probe that tells a live mount from a dead one
+// (isDead): a daemon that does not answer is not dead.
 const liveTimeout = 5 * time.Second
 
 // checkMountpoint is CheckMountpoint with the mounts listed in mountinfo.
 func checkMountpoint(mountinfo, dir string) error {
 	if e, ok := mountAt(mountinfo, canonical(dir)); ok && e.FSType == "fuse.pinfs" {
-		if dead(statBounded(dir, liveTimeout)) {
+		if isDead(dir, liveTimeout) {
 			return nil
 		}
 		return fmt.Errorf("mountpoint %s is already mounted (pinfs %s); unmount it first: pinfs unmount %s", dir, e.Source, dir)
@@ -181,15 +181,29 @@ func dead(err error) bool {
 	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
 }
 
-// statBounded stats dir and returns its error, or nil when the stat has
-// not returned within timeout (it is left to finish on its own).
-func statBounded(dir string, timeout time.Duration) error {
-	done := make(chan error, 1)
-	go func() { _, err := os.Stat(dir); done <- err }()
+// isDead reports whether dir is a FUSE mount whose daemon is gone. It
+// asks with statfs(2), which the kernel always sends to the daemon (a
+// stat may be answered from the attribute cache, which pinfs keeps for
+// a day), and with stat. A daemon that has not answered within timeout
+// is not dead (the probe is left to finish on its own).
+//
+// A mount of another user without allow_other answers statfs without
+// asking its daemon, and stat with EACCES: such a dead mount looks live.
+func isDead(dir string, timeout time.Duration) bool {
+	done := make(chan bool, 1)
+	go func() {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); dead(err) {
+			done <- true
+			return
+		}
+		_, err := os.Stat(dir)
+		done <- dead(err)
+	}()
 	select {
-	case err := <-done:
-		return err
+	case d := <-done:
+		return d
 	case <-time.After(timeout):
-		return nil
+		return false
 	}
 }
