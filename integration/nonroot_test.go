@@ -1,0 +1,353 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/integration/fusetest"
+)
+
+// userMount is a pinfs mount made by user nobody, as an engineer on a
+// workstation makes one: through fusermount3, with /dev/fuse open to
+// users.
+type userMount struct {
+	f     *fixture
+	cache string // owned by nobody
+	dir   string // the mountpoint, owned by nobody
+	pids  []int  // daemons started, killed in cleanup
+}
+
+// nonRootFixture pins the fixture and prepares what user nobody needs to
+// mount it: /dev/fuse mode 0666 (its mode is restored in cleanup), the
+// pinfs binary's directory traversable, a cache dir and a mountpoint of
+// its own. Every mount at the mountpoint is removed in cleanup.
+func nonRootFixture(t *testing.T) *userMount {
+	t.Helper()
+	f := pinFixture(t) // fusetest.Require: root, to hand things over to nobody
+	chmodFor(t, "/dev/fuse", 0o666)
+	chmodFor(t, filepath.Dir(pinfsBin), 0o755)
+	pub := publicDir(t)
+	m := &userMount{f: f, cache: filepath.Join(pub, "cache"), dir: filepath.Join(pub, "mnt")}
+	for dir, mode := range map[string]os.FileMode{m.cache: 0o700, m.dir: 0o755} {
+		if err := os.Mkdir(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(dir, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, pid := range m.pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		fusetest.ForceUnmount(t, m.dir)
+		if t.Failed() {
+			logs, _ := filepath.Glob(filepath.Join(m.cache, "logs", "*.log"))
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("%s:\n%s", l, b)
+			}
+		}
+	})
+	return m
+}
+
+// chmodFor sets the mode of p for the rest of the test and restores the
+// mode it had in cleanup.
+func chmodFor(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fi.Mode().Perm()
+	t.Cleanup(func() {
+		if err := os.Chmod(p, old); err != nil {
+			t.Errorf("restoring the mode of %s: %v", p, err)
+		}
+	})
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// asUser runs pinfs as uid and gid nobody (no supplementary groups) with
+// the fixture's environment, bounded in time.
+func (m *userMount) asUser(t testing.TB, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pinfsBin, args...)
+	cmd.Dir = "/"
+	cmd.Env = append(os.Environ(), m.f.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("pinfs %v as nobody: %v", args, err)
+	}
+	return r
+}
+
+// mountArgs are the arguments of pinfs mount of the fixture at the
+// mountpoint, plus extra.
+func (m *userMount) mountArgs(extra ...string) []string {
+	return append([]string{"mount", m.f.digest, m.dir, "--store", m.f.store, "--cache-dir", m.cache}, extra...)
+}
+
+// mount runs pinfs mount as nobody in the background (no --foreground)
+// and returns the daemon's pid and log once it returned 0.
+func (m *userMount) mount(t *testing.T) (pid int, log string) {
+	t.Helper()
+	r := m.asUser(t, m.mountArgs()...)
+	if r.code != 0 {
+		t.Fatalf("pinfs mount as nobody: %v", r)
+	}
+	i := strings.Index(r.stdout, "(pid ")
+	if i < 0 {
+		t.Fatalf("pinfs mount printed no pid: %q", r.stdout)
+	}
+	rest := strings.TrimPrefix(r.stdout[i:], "(pid ")
+	num, after, _ := strings.Cut(rest, ", log ")
+	pid, err := strconv.Atoi(num)
+	if err != nil {
+		t.Fatalf("pinfs mount output %q: %v", r.stdout, err)
+	}
+	m.pids = append(m.pids, pid)
+	log, _, _ = strings.Cut(after, ")")
+	if e, ok := fusetest.Info(m.dir); !ok || e.FSType != "fuse.pinfs" {
+		t.Fatalf("pinfs mount returned 0 but %s is not a pinfs mount (%+v)", m.dir, e)
+	}
+	return pid, log
+}
+
+// wantServed reads member rel as nobody and fails unless it has the pinned bytes.
+func (m *userMount) wantServed(t *testing.T, rel string) {
+	t.Helper()
+	out, errOut, err := asNobody(t, "cat", filepath.Join(m.dir, rel))
+	if err != nil || out != string(m.f.data[rel]) {
+		t.Fatalf("nobody reading %s: %v %s (%d bytes, want the %d pinned)", rel, err, errOut, len(out), len(m.f.data[rel]))
+	}
+}
+
+// waitDead waits (bounded) until the mount's daemon is gone: nobody's
+// stat of the mountpoint fails with ENOTCONN.
+func (m *userMount) waitDead(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, errOut, err := asNobody(t, "stat", m.dir)
+		if err != nil && strings.Contains(errOut, "Transport endpoint is not connected") { // strerror(ENOTCONN)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still answers 30s after its daemon was killed: %v %s", m.dir, err, errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitRunEnd waits (bounded) until the run record in the cache dir ends
+// with a run_end.
+func (m *userMount) waitRunEnd(t *testing.T) {
+	t.Helper()
+	record := filepath.Join(m.cache, "runs.jsonl")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		all := events(t, record, "")
+		if len(all) > 0 && all[len(all)-1]["event"] == "run_end" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no run_end 30s after the unmount: %v", all)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// oneLine fails unless r's stderr is exactly one line holding want.
+func oneLine(t *testing.T, r result, want string) {
+	t.Helper()
+	errOut := strings.TrimSpace(r.stderr)
+	if strings.Contains(errOut, "\n") || !strings.Contains(errOut, want) || strings.Contains(errOut, "fusermount exited") {
+		t.Errorf("stderr is not one line with %q: %v", want, r)
+	}
+}
+
+// TestNonRootMountAndUnmount: a user mounts in the background, reads the
+// pinned bytes, cannot mount twice, unmounts, and the run ends.
+func TestNonRootMountAndUnmount(t *testing.T) {
+	m := nonRootFixture(t)
+	m.mount(t)
+	m.wantServed(t, "train/mid.bin") // overwritten in the bucket after the pin
+	m.wantServed(t, "README")
+
+	r := m.asUser(t, m.mountArgs()...)
+	if r.code != 1 {
+		t.Errorf("a second mount at a live mount: want exit 1, got %v", r)
+	}
+	oneLine(t, r, "mountpoint "+m.dir+" is already mounted (pinfs "+m.f.digest+"); unmount it first: pinfs unmount "+m.dir)
+
+	if r := m.asUser(t, "unmount", m.dir); r.code != 0 {
+		t.Fatalf("pinfs unmount as nobody: %v", r)
+	}
+	if fusetest.Mounted(m.dir) {
+		t.Fatal("still mounted after pinfs unmount")
+	}
+	m.waitRunEnd(t)
+
+	r = m.asUser(t, "unmount", m.dir)
+	if r.code != 1 {
+		t.Errorf("unmount of a directory that is not mounted: want exit 1, got %v", r)
+	}
+	oneLine(t, r, "unmount "+m.dir+": not mounted")
+}
+
+// TestNonRootLazyUnmount: a user's mount with an open file is busy;
+// --lazy detaches it, the open file still reads the pinned bytes, and
+// the run ends once it is closed.
+func TestNonRootLazyUnmount(t *testing.T) {
+	m := nonRootFixture(t)
+	m.mount(t)
+	const rel = "train/mid.bin"
+	// A process of nobody holds the file open on fd 3 and reads it when
+	// told to (root may not open files of nobody's mount).
+	holder := exec.Command("sh", "-c", `exec 3<"$1" || exit 1; echo open; read x; exec cat <&3`, "sh", filepath.Join(m.dir, rel))
+	holder.Dir = "/"
+	holder.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	out := bufio.NewReader(stdout)
+	if line, err := inMount(t, 30*time.Second, func() (string, error) { return out.ReadString('\n') }); line != "open\n" {
+		t.Fatalf("nobody could not open %s: %q %v", rel, line, err)
+	}
+
+	r := m.asUser(t, "unmount", m.dir)
+	if r.code != 1 {
+		t.Fatalf("unmount of a busy mount: want exit 1, got %v", r)
+	}
+	oneLine(t, r, "unmount "+m.dir+": mount is busy (files are open); use --lazy to detach it now")
+	if !fusetest.Mounted(m.dir) {
+		t.Fatal("pinfs unmount without --lazy removed a busy mount")
+	}
+	if r := m.asUser(t, "unmount", "--lazy", m.dir); r.code != 0 {
+		t.Fatalf("pinfs unmount --lazy as nobody: %v", r)
+	}
+	if fusetest.Mounted(m.dir) {
+		t.Fatal("still mounted at the mountpoint after pinfs unmount --lazy")
+	}
+
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Close()
+	got, err := inMount(t, 60*time.Second, func() ([]byte, error) { return io.ReadAll(out) })
+	if err != nil || !bytes.Equal(got, m.f.data[rel]) {
+		t.Fatalf("the file open on the detached mount read %d bytes (%v), want the %d pinned", len(got), err, len(m.f.data[rel]))
+	}
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("the reader of the detached mount: %v", err)
+	}
+	m.waitRunEnd(t) // the last file is closed: the daemon ends the run
+}
+
+// TestNonRootStaleMount: a user's daemon killed with SIGKILL leaves a
+// dead mount; the user's next pinfs mount removes it and serves, and the
+// user's pinfs unmount removes a dead mount too.
+func TestNonRootStaleMount(t *testing.T) {
+	m := nonRootFixture(t)
+	pid, log := m.mount(t)
+	m.wantServed(t, "README")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m.waitDead(t)
+
+	pid, log2 := m.mount(t)
+	b, err := os.ReadFile(log2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "removed a dead mount"); n != 1 || log2 != log {
+		t.Errorf("the mount log %s (first %s) says %d times that it removed a dead mount, want once:\n%s", log2, log, n, b)
+	}
+	m.wantServed(t, "val/v.txt")
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m.waitDead(t)
+	if r := m.asUser(t, "unmount", m.dir); r.code != 0 {
+		t.Fatalf("pinfs unmount of a dead mount as nobody: %v", r)
+	}
+	if fusetest.Mounted(m.dir) {
+		t.Fatal("the dead mount is still there after pinfs unmount")
+	}
+}
+
+// TestNonRootFuseDeviceClosed: with /dev/fuse not open to the user, and
+// with --allow-other not allowed to users, pinfs mount says so in one
+// line and mounts nothing.
+func TestNonRootFuseDeviceClosed(t *testing.T) {
+	m := nonRootFixture(t)
+	conf, _ := os.ReadFile("/etc/fuse.conf")
+	allowed := false
+	for _, l := range strings.Split(string(conf), "\n") {
+		l, _, _ = strings.Cut(l, "#")
+		allowed = allowed || strings.TrimSpace(l) == "user_allow_other"
+	}
+	if allowed {
+		t.Log("/etc/fuse.conf has user_allow_other: leaving the --allow-other check out")
+	} else {
+		r := m.asUser(t, m.mountArgs("--allow-other")...)
+		if r.code != 1 {
+			t.Errorf("--allow-other as nobody: want exit 1, got %v", r)
+		}
+		oneLine(t, r, "--allow-other as a user other than root needs a line user_allow_other in /etc/fuse.conf (or mount as root)")
+	}
+
+	chmodFor(t, "/dev/fuse", 0o600)
+	const want = "cannot open /dev/fuse: permission denied (make it rw for this user, mode 0666, or mount as root)"
+	r := m.asUser(t, m.mountArgs()...)
+	if r.code != 1 {
+		t.Errorf("background mount with /dev/fuse 0600: want exit 1, got %v", r)
+	}
+	oneLine(t, r, want)
+	r = m.asUser(t, m.mountArgs("--foreground")...)
+	last := strings.TrimSpace(r.stderr)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if r.code != 1 || !strings.HasPrefix(last, "pinfs mount: ") || !strings.Contains(last, want) || strings.Contains(r.stderr, "fusermount exited") {
+		t.Errorf("foreground mount with /dev/fuse 0600: want exit 1 and a last line with %q, got %v", want, r)
+	}
+	if fusetest.Mounted(m.dir) {
+		t.Error("mounted although /dev/fuse is closed to the user")
+	}
+}
