@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // Exit codes, the same for every command.
@@ -140,6 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errCheckFailed):
 		return exitFailed
 	default:
+		logFrom(ctx).Debug("error detail", "err", store.Detail(err)) // the SDK error that the one line leaves out (--debug)
 		fmt.Fprintf(stderr, "pinfs %s: %s\n", cmd.name, oneLine(err))
 		return exitFailed
 	}
