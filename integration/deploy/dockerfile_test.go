@@ -225,7 +225,9 @@ func checkDockerfile(text string, goMajor, goMinor int) (goBuild, []error) {
 	if !slices.Contains(b.args, "-trimpath") {
 		bad("go build without -trimpath")
 	}
-	if !slices.ContainsFunc(b.args, func(a string) bool { return strings.HasPrefix(a, "-ldflags=") && strings.Contains(a, "-s") && strings.Contains(a, "-w") }) {
+	if !slices.ContainsFunc(b.args, func(a string) bool {
+		return strings.HasPrefix(a, "-ldflags=") && strings.Contains(a, "-s") && strings.Contains(a, "-w")
+	}) {
 		bad(`go build without -ldflags="-s -w"`)
 	}
 	if b.out == "" {
