@@ -228,28 +228,7 @@ func TestNonRootLazyUnmount(t *testing.T) {
 	m := nonRootFixture(t)
 	m.mount(t)
 	const rel = "train/mid.bin"
-	// A process of nobody holds the file open on fd 3 and reads it when
-	// told to (root may not open files of nobody's mount).
-	holder := exec.Command("sh", "-c", `exec 3<"$1" || exit 1; echo open; read x; exec cat <&3`, "sh", filepath.Join(m.dir, rel))
-	holder.Dir = "/"
-	holder.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
-	stdin, err := holder.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	out := bufio.NewReader(stdout)
-	if line, err := inMount(t, 30*time.Second, func() (string, error) { return out.ReadString('\n') }); line != "open\n" {
-		t.Fatalf("nobody could not open %s: %q %v", rel, line, err)
-	}
-
+	h := m.hold(t, rel)
 	r := m.asUser(t, "unmount", m.dir)
 	if r.code != 1 {
 		t.Fatalf("unmount of a busy mount: want exit 1, got %v", r)
@@ -265,18 +244,77 @@ func TestNonRootLazyUnmount(t *testing.T) {
 		t.Fatal("still mounted at the mountpoint after pinfs unmount --lazy")
 	}
 
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	stdin.Close()
-	got, err := inMount(t, 60*time.Second, func() ([]byte, error) { return io.ReadAll(out) })
+	got, err := h.read(t)
 	if err != nil || !bytes.Equal(got, m.f.data[rel]) {
 		t.Fatalf("the file open on the detached mount read %d bytes (%v), want the %d pinned", len(got), err, len(m.f.data[rel]))
 	}
-	if err := holder.Wait(); err != nil {
-		t.Fatalf("the reader of the detached mount: %v", err)
-	}
 	m.waitRunEnd(t) // the last file is closed: the daemon ends the run
+}
+
+// TestNonRootSIGTERMWithAnOpenFile: SIGTERM to a user's daemon while a
+// file is open detaches the busy mount lazily (through fusermount3 -u -z)
+// and ends the run.
+func TestNonRootSIGTERMWithAnOpenFile(t *testing.T) {
+	m := nonRootFixture(t)
+	pid, log := m.mount(t)
+	m.hold(t, "README")
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	m.waitRunEnd(t)
+	if fusetest.Mounted(m.dir) {
+		b, _ := os.ReadFile(log)
+		t.Fatalf("still mounted after SIGTERM with an open file:\n%s", b)
+	}
+}
+
+// holder is a process of nobody that holds a member of the mount open
+// (root may not open files of nobody's mount).
+type holder struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+// hold opens member rel as nobody on fd 3 and returns once it is open.
+// The file stays open until read is called or the test ends.
+func (m *userMount) hold(t *testing.T, rel string) *holder {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", `exec 3<"$1" || exit 1; echo open; read x; exec cat <&3`, "sh", filepath.Join(m.dir, rel))
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h := &holder{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	if line, err := inMount(t, 30*time.Second, func() (string, error) { return h.out.ReadString('\n') }); line != "open\n" {
+		t.Fatalf("nobody could not open %s: %q %v", rel, line, err)
+	}
+	return h
+}
+
+// read has the holder read the whole file through its open descriptor,
+// close it and exit, and returns what it read.
+func (h *holder) read(t *testing.T) ([]byte, error) {
+	t.Helper()
+	if _, err := io.WriteString(h.stdin, "go\n"); err != nil {
+		return nil, err
+	}
+	h.stdin.Close()
+	got, err := inMount(t, 60*time.Second, func() ([]byte, error) { return io.ReadAll(h.out) })
+	if err != nil {
+		return got, err
+	}
+	return got, h.cmd.Wait()
 }
 
 // TestNonRootStaleMount: a user's daemon killed with SIGKILL leaves a
