@@ -197,3 +197,15 @@ func TestFusermountUnmount(t *testing.T) {
 		})
 	}
 }
+
+func TestIsDeadOnlyForADeadMount(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Join(dir, "missing")} {
+		if isDead(d, liveTimeout) {
+			t.Errorf("isDead(%s) = true for a path that is no mount", d)
+		}
+	}
+	if cleaned, err := CleanStale(dir); cleaned || err != nil {
+		t.Errorf("CleanStale of a plain directory = %v, %v", cleaned, err)
+	}
+}
