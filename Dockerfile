@@ -32,6 +32,5 @@ COPY --from=build /out/pinfs /usr/local/bin/pinfs
 # its mount visible in the trainer container, is allowed only to
 # privileged containers.
 USER 65532:65532
-ENV HOME=/home/pinfs
 ENTRYPOINT ["pinfs"]
 CMD ["--help"]
