@@ -109,7 +109,7 @@ func TestPinRefusesUnversionedAndNullVersions(t *testing.T) {
 	s.CreateBucket(t, "store", true)
 	s.CreateBucket(t, "plain", false)
 	s.Put(t, "plain", "ds/a", []byte("a"))
-	wantExit(t, env, 1, []string{"plain", "not versioned"}, "pin", "s3://plain/ds/", "--store", "s3://store/p")
+	wantExit(t, env, 1, []string{"bucket plain does not have versioning enabled"}, "pin", "s3://plain/ds/", "--store", "s3://store/p")
 
 	// Objects written before versioning was enabled keep the "null" version.
 	s.CreateBucket(t, "late", false)
