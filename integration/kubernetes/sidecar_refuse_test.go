@@ -31,22 +31,25 @@ spec:
     - name: warm
       image: ghcr.io/example/pinfs:v0.1.0
       command: [pinfs]
-      args: [warm, "DIGEST", --cache-dir, /cache, --store, "s3://store/p"]
+      args: [warm, "DIGEST", --cache-dir, /cache/c, --store, "s3://store/p"]
       envFrom:
         - secretRef: {name: s3}
+      securityContext:
+        runAsUser: 0
       volumeMounts:
         - {name: cache, mountPath: /cache}
     - name: pinfs
       image: ghcr.io/example/pinfs:v0.1.0
       restartPolicy: Always
       command: [pinfs]
-      args: [mount, "DIGEST", /data/DIGEST, --foreground, --allow-other, --cache-dir, /var/cache/pinfs, --store, "s3://store/p"]
+      args: [mount, "DIGEST", /data/DIGEST, --foreground, --allow-other, --cache-dir, /var/cache/pinfs/c, --store, "s3://store/p"]
       env:
         - name: AWS_ACCESS_KEY_ID
           valueFrom:
             secretKeyRef: {name: s3, key: id}
       securityContext:
         privileged: true
+        runAsUser: 0
       startupProbe:
         exec:
           command: [pinfs, status, /data/DIGEST]
@@ -121,8 +124,8 @@ func TestRefusesBrokenSidecars(t *testing.T) {
 		{"trainer without propagation", editPod(t, trainerMount, "{name: data, mountPath: /data, readOnly: true}", false), "container trainer: volume data needs mountPropagation: HostToContainer"},
 		{"trainer without the volume", editPod(t, "      volumeMounts:\n        - "+trainerMount+"\n", "", false), "nothing can read the mount"},
 		{"no --allow-other", editPod(t, "--allow-other, ", "", false), "no --allow-other"},
-		{"no --cache-dir", editPod(t, "--cache-dir, /var/cache/pinfs, ", "", false), "no --cache-dir on a volume"},
-		{"cache dir on no volume", editPod(t, "--cache-dir, /var/cache/pinfs, ", "--cache-dir, /tmp/pinfs, ", false), "--cache-dir /tmp/pinfs is on no volume"},
+		{"no --cache-dir", editPod(t, "--cache-dir, /var/cache/pinfs/c, ", "", false), "no --cache-dir on a volume"},
+		{"cache dir on no volume", editPod(t, "--cache-dir, /var/cache/pinfs/c, ", "--cache-dir, /tmp/pinfs, ", false), "--cache-dir /tmp/pinfs is on no volume"},
 		{"trainer with envFrom secret", editPod(t, "      args: [--data,", "      envFrom:\n        - secretRef: {name: s3}\n      args: [--data,", false), "container trainer: envFrom Secret s3: only the containers that run pinfs"},
 		{"trainer with a key in env", editPod(t, "      args: [--data,", "      env:\n        - {name: AWS_SECRET_ACCESS_KEY, value: x}\n      args: [--data,", false), "container trainer: env AWS_SECRET_ACCESS_KEY"},
 		{"trainer with a secret volume", editPod(t, "readOnly: true}\n", "readOnly: true}\n        - {name: creds, mountPath: /creds}\n", false), "container trainer: Secret volume creds"},
@@ -130,9 +133,12 @@ func TestRefusesBrokenSidecars(t *testing.T) {
 		{"trainer reads another digest", editPod(t, "[--data, /data/"+digestA+"]", "[--data, /data/"+b+"]", false), "container trainer: names " + b + ", but the pod mounts " + digestA},
 		{"mountpoint of another digest", editPod(t, "/data/"+digestA+", --foreground", "/data/"+b+", --foreground", false), "init container pinfs: names " + b},
 		{"warm of another digest", editPod(t, "[warm, \""+digestA+"\"", "[warm, \""+b+"\"", false), "warms " + b + ", but pinfs mounts " + digestA},
-		{"warm into another cache", editPod(t, "--cache-dir, /cache,", "--cache-dir, /tmp/cache,", false), "is not the cache dir \"/var/cache/pinfs\" of pinfs"},
+		{"warm into another cache", editPod(t, "--cache-dir, /cache/c,", "--cache-dir, /cache/other,", false), "is not the cache dir \"/var/cache/pinfs/c\" of pinfs"},
+		{"cache dir at an emptyDir's root", editPod(t, "--cache-dir, /var/cache/pinfs/c, ", "--cache-dir, /var/cache/pinfs, ", false), "--cache-dir /var/cache/pinfs is the root of emptyDir cache"},
+		{"warm as another user", editPod(t, "        runAsUser: 0\n", "        runAsUser: 65532\n", false), "runs as uid 65532, but pinfs as uid 0"},
+		{"warm as the image's user", editPod(t, "      securityContext:\n        runAsUser: 0\n", "", false), "runs as the image's user, but pinfs as uid 0"},
 		{"warm as a sidecar", editPod(t, "      command: [pinfs]\n      args: [warm,", "      restartPolicy: Always\n      command: [pinfs]\n      args: [warm,", false), "pinfs warm runs once, before the mount"},
-		{"misspelt warm flag", editPod(t, "--cache-dir, /cache,", "--cachedir, /cache,", false), "pinfs warm has no flag --cachedir"},
+		{"misspelt warm flag", editPod(t, "--cache-dir, /cache/c,", "--cachedir, /cache/c,", false), "pinfs warm has no flag --cachedir"},
 		{"short grace period", editPod(t, "terminationGracePeriodSeconds: 90", "terminationGracePeriodSeconds: 30", false), "terminationGracePeriodSeconds 30: want at least 60"},
 		{"default grace period", editPod(t, "  terminationGracePeriodSeconds: 90\n", "", false), "terminationGracePeriodSeconds unset (30)"},
 	}

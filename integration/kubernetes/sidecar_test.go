@@ -116,7 +116,7 @@ func checkPod(where string, spec *corev1.PodSpec) (mounts, warms int, errs []err
 	for _, w := range cmds {
 		if w.sub == "warm" {
 			warms++
-			errs = append(errs, checkWarm(w, cmds)...)
+			errs = append(errs, checkWarm(spec, w, cmds)...)
 		}
 	}
 	if mounts == 0 && !slices.Contains(runsPinfs, true) {
@@ -205,8 +205,38 @@ func checkMount(spec *corev1.PodSpec, cs []podContainer, m pinfsCmd) []error {
 		bad("no --cache-dir on a volume: the default is in the container's own filesystem, lost when it restarts")
 	} else if v, _ := volumeAt(c, cd); v == nil {
 		bad("--cache-dir %s is on no volume: the cache is lost when the sidecar restarts and no warm step can fill it", cd)
+	} else if err := checkCacheDir(spec, m, cd); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
+}
+
+// checkCacheDir refuses a --cache-dir dir of p that is the root of an
+// emptyDir: the kubelet creates it writable by all (0777), and pinfs
+// refuses a cache dir that other users may write to.
+func checkCacheDir(spec *corev1.PodSpec, p pinfsCmd, dir string) error {
+	v, rel := volumeAt(p.pc.c, dir)
+	if v == nil || rel != path.Join("/", v.SubPath) {
+		return nil
+	}
+	for _, vol := range spec.Volumes {
+		if vol.Name == v.Name && vol.EmptyDir != nil {
+			return fmt.Errorf("%s: --cache-dir %s is the root of emptyDir %s, which is writable by all (0777), so pinfs refuses it: use a directory in it (%s)", p.pc.where, dir, v.Name, path.Join(dir, "pinfs"))
+		}
+	}
+	return nil
+}
+
+// runAs returns the user container c runs as: its runAsUser, else the
+// pod's, else "the image's user".
+func runAs(spec *corev1.PodSpec, c *corev1.Container) string {
+	if s := c.SecurityContext; s != nil && s.RunAsUser != nil {
+		return fmt.Sprintf("uid %d", *s.RunAsUser)
+	}
+	if s := spec.SecurityContext; s != nil && s.RunAsUser != nil {
+		return fmt.Sprintf("uid %d", *s.RunAsUser)
+	}
+	return "the image's user"
 }
 
 // checkProbe checks that mount m's container has a startup probe running
@@ -260,7 +290,7 @@ func mkdirBefore(cs []podContainer, order int, vol, rel string) bool {
 
 // checkWarm checks one pinfs warm command line w against the pod's mounts:
 // a plain init container before the mount, of its digest, into its cache.
-func checkWarm(w pinfsCmd, cmds []pinfsCmd) []error {
+func checkWarm(spec *corev1.PodSpec, w pinfsCmd, cmds []pinfsCmd) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(w.pc.where+": "+format, a...)) }
 	if !w.pc.init || w.pc.sidecar {
@@ -283,6 +313,11 @@ func checkWarm(w pinfsCmd, cmds []pinfsCmd) []error {
 		mv, mr := volumeAt(m.pc.c, md)
 		if wv == nil || mv == nil || wv.Name != mv.Name || wr != mr {
 			bad("--cache-dir %q is not the cache dir %q of %s (the same directory of the same volume): the mount would not see what was warmed", wd, md, m.pc.c.Name)
+		} else if err := checkCacheDir(spec, w, wd); err != nil {
+			errs = append(errs, err)
+		}
+		if wu, mu := runAs(spec, w.pc.c), runAs(spec, m.pc.c); wu != mu {
+			bad("runs as %s, but %s as %s: pinfs refuses a cache dir owned by another user", wu, m.pc.c.Name, mu)
 		}
 	}
 	return errs
