@@ -91,7 +91,7 @@ func TestAdmit(t *testing.T) {
 		{"unapproved", unapproved.String(), purpose, sign.ErrNotApproved, unapproved.String()},
 		{"approved by a key outside the policy", byBob.String(), purpose, sign.ErrNotApproved, "0 of 1"},
 		{"no such gate", "nosuch", purpose, nil, "no such gate"},
-		{"no such snapshot", verify.SHA256([]byte("x")).String(), purpose, nil, "not found"},
+		{"no such snapshot", verify.SHA256([]byte("x")).String(), purpose, nil, "no manifest " + verify.SHA256([]byte("x")).String() + " in store"},
 	} {
 		_, _, err := Admit(ctx, st, Request{Target: tc.target, Purpose: tc.purpose, Policy: p, Record: runrecord.Options{URL: rs.url, RunID: "run-x"}})
 		if err == nil || (tc.is != nil && !errors.Is(err, tc.is)) || !strings.Contains(err.Error(), tc.want) {

@@ -59,7 +59,7 @@ func TestApproveNeedsValidated(t *testing.T) {
 
 	// A manifest that is not in the store.
 	gone := verify.SHA256([]byte("no such manifest"))
-	if _, _, err := Approve(ctx, st, gone, alice, "", sign.Approval{}); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, _, err := Approve(ctx, st, gone, alice, "", sign.Approval{}); err == nil || !strings.Contains(err.Error(), "no manifest "+gone.String()+" in store") {
 		t.Errorf("approve a missing manifest: %v", err)
 	}
 }

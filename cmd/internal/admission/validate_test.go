@@ -266,7 +266,7 @@ func TestValidateHardFailures(t *testing.T) {
 		}, []string{KindInvalidSnapshot}, "", "member table"},
 		{"no such manifest", func(fx *fixture) (verify.Digest, *Fences, Options) {
 			return verify.SHA256([]byte("nothing")), nil, Options{}
-		}, []string{KindInvalidSnapshot}, "", "not found"},
+		}, []string{KindInvalidSnapshot}, "", "no manifest " + verify.SHA256([]byte("nothing")).String() + " in store"},
 		{"size 0 with another digest", func(fx *fixture) (verify.Digest, *Fences, Options) {
 			return fx.pin([]verify.Member{{ID: "e", Path: "e", Size: 0, Digest: zeros, CAS: zeros}}, nil), nil, Options{}
 		}, []string{verify.KindBadMember, verify.KindMissing}, "e", ""},

@@ -86,8 +86,8 @@ cp -r "$PINFS_INPUT_raw"/. "$PINFS_OUTPUT"/`)
 	r.Inputs[1].Name, r.Inputs[1].Digest = "zz", verify.Digest("sha256:"+strings.Repeat("0", 64))
 	runs := f.runCount(t)
 	_, err = f.rn.Run(ctx, r)
-	if err == nil || !strings.HasPrefix(err.Error(), "input zz: manifest sha256:000") {
-		t.Errorf("run with a missing input: %v, want input zz: manifest … not found", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "input zz: no manifest sha256:000") {
+		t.Errorf("run with a missing input: %v, want input zz: no manifest … in store …", err)
 	}
 	if f.runCount(t) != runs {
 		t.Errorf("the command ran although an input could not be mounted")
