@@ -130,6 +130,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	limitMemory(c.CacheMem, snap.Table().Len(), log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
+	mx.SetLogger(log)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
 		if err != nil {
