@@ -42,6 +42,6 @@ func Errno(err error, log *slog.Logger, what string) syscall.Errno {
 	case errors.Is(err, b3.ErrMismatch):
 		msg = "pinfs: integrity failure: " + what
 	}
-	log.Log(context.Background(), level, msg, "errno", unix.ErrnoName(e), "err", err)
+	log.Log(context.Background(), level, msg, "errno", unix.ErrnoName(e), "err", store.Detail(err))
 	return e
 }

@@ -375,7 +375,7 @@ func (r reporter) Report(ctx context.Context, ev blocks.Event) error {
 	if ev.Err != nil {
 		e.Error = ev.Err.Error()
 	}
-	r.log.Error("read path", "event", ev.Kind, "path", m.Path, "from", ev.From, "off", ev.Off, "err", ev.Err)
+	r.log.Error("read path", "event", ev.Kind, "path", m.Path, "from", ev.From, "off", ev.Off, "err", store.Detail(ev.Err))
 	if err := r.rec.Emit(context.WithoutCancel(ctx), e); err != nil {
 		r.log.Error("run record: event not recorded, failing the read", "event", ev.Kind, "path", m.Path, "err", err)
 		return err
