@@ -158,7 +158,9 @@ var unmountCmd = &command{
 	short: "unmount a pinfs mount",
 	long: `Unmount MOUNTPOINT. The pinfs daemon notices, writes the consumed set and
 run_end to the run record, and exits. With --lazy a busy mount is detached
-at once and goes away when its last open file is closed.`,
+at once and goes away when its last open file is closed. Without root,
+pinfs unmount falls back to fusermount3 -u (-z with --lazy), which lets
+the user who mounted unmount.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		lazy := fs.Bool("lazy", false, "detach a busy mount instead of failing with EBUSY")
 		return func(ctx context.Context, args []string) error {
