@@ -72,9 +72,7 @@ func TestAcceptsGoodJobs(t *testing.T) {
 
 func TestRefusesBrokenJobs(t *testing.T) {
 	plan := `"sha256:1111111111111111111111111111111111111111111111111111111111111111"`
-	cases := []struct {
-		name, yaml, want string
-	}{
+	cases := []refusal{
 		{"misspelt field", edit(t, "completionMode:", "completionsMode:"), `unknown field "spec.completionsMode"`},
 		{"field in wrong case", edit(t, "completionMode:", "CompletionMode:"), `unknown field "spec.CompletionMode"`},
 		{"field at the wrong level", edit(t, "  parallelism: 8\n", "  parallelism: 8\n  restartPolicy: Never\n"), `unknown field "spec.restartPolicy"`},
@@ -100,18 +98,7 @@ func TestRefusesBrokenJobs(t *testing.T) {
 		{"no cpu request", edit(t, `              cpu: "1"`, `              memory: 1Gi`), "no resources.requests.cpu"},
 		{"through a shell", edit(t, "command: [pinfs]\n          args: [pin,", `command: [sh, -c, "pinfs pin $0 $@"]`+"\n          args: ["), "not through a shell"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, errs := checkFile("broken.yaml", []byte(c.yaml))
-			err := errors.Join(errs...)
-			if err == nil {
-				t.Fatalf("accepted:\n%s", c.yaml)
-			}
-			if !strings.Contains(err.Error(), c.want) {
-				t.Errorf("refused for another reason: %v; want %q", err, c.want)
-			}
-		})
-	}
+	refuseAll(t, cases)
 }
 
 func TestRefusesMismatchedPlans(t *testing.T) {
@@ -133,5 +120,24 @@ func TestSplitDocuments(t *testing.T) {
 		if string(got[i]) != want[i] {
 			t.Errorf("document %d = %q; want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// refusal is a broken manifest and what its refusal must say.
+type refusal struct{ name, yaml, want string }
+
+// refuseAll checks that checkFile refuses each case for its reason.
+func refuseAll(t *testing.T, cases []refusal) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errs := checkFile("broken.yaml", []byte(c.yaml))
+			err := errors.Join(errs...)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", c.yaml)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("refused for another reason: %v; want %q", err, c.want)
+			}
+		})
 	}
 }
