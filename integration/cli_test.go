@@ -63,6 +63,14 @@ func pinfs(t testing.TB, env []string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pinfsBin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	return runCmd(t, cmd)
+}
+
+// runCmd runs a prepared pinfs command (bounded by its context) and
+// returns its exit code and output; it fails the test when pinfs could
+// not be run at all.
+func runCmd(t testing.TB, cmd *exec.Cmd) result {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -73,7 +81,7 @@ func pinfs(t testing.TB, env []string, args ...string) result {
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	default:
-		t.Fatalf("pinfs %v: %v", args, err)
+		t.Fatalf("%v: %v", cmd.Args, err)
 	}
 	return r
 }

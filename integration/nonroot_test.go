@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -92,19 +91,7 @@ func (m *userMount) asUser(t testing.TB, args ...string) result {
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), m.f.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("pinfs %v as nobody: %v", args, err)
-	}
-	return r
+	return runCmd(t, cmd)
 }
 
 // mountArgs are the arguments of pinfs mount of the fixture at the
