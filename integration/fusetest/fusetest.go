@@ -4,13 +4,14 @@
 package fusetest
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
 // Require skips the test on a machine that cannot mount, or fails it when
@@ -25,39 +26,13 @@ func Require(t testing.TB) {
 	}
 }
 
-// Entry is one line of /proc/self/mountinfo.
-type Entry struct {
-	Minor  string // the FUSE connection number of a fuse mount
-	FSType string // e.g. fuse.pinfs
-}
+// Entry is one mount of /proc/self/mountinfo.
+type Entry = mountinfo.Entry
 
-// Info returns the last mount at dir from /proc/self/mountinfo. It never
-// stats dir, which would hang on a hung FUSE daemon.
+// Info returns the topmost mount at dir from /proc/self/mountinfo. It
+// never stats dir, which would hang on a hung FUSE daemon.
 func Info(dir string) (Entry, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return Entry{}, false
-	}
-	defer f.Close()
-	var found Entry
-	ok := false
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 10 || fields[4] != dir {
-			continue
-		}
-		sep := 6
-		for sep < len(fields) && fields[sep] != "-" {
-			sep++
-		}
-		if sep+1 >= len(fields) {
-			continue
-		}
-		_, minor, _ := strings.Cut(fields[2], ":")
-		found, ok = Entry{Minor: minor, FSType: fields[sep+1]}, true
-	}
-	return found, ok
+	return mountinfo.At(dir)
 }
 
 // Mounted reports whether a FUSE file system is mounted at dir.

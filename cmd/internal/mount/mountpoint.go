@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
 // CleanStale detaches a dead FUSE mount at dir: one whose daemon is gone,
@@ -43,7 +45,7 @@ func Unmount(dir string, lazy bool) error {
 		err = syscall.Unmount(dir, syscall.MNT_DETACH)
 	}
 	if errors.Is(err, syscall.EPERM) {
-		if _, ok := mountAt(selfMountinfo, canonical(dir)); !ok {
+		if _, ok := mountinfo.At(mountinfo.Canonical(dir)); !ok {
 			err = syscall.EINVAL // what umount(2) says of a dir that is not a mount
 		} else {
 			err = fusermountUnmount(dir, lazy)
@@ -143,16 +145,17 @@ func fusermountBinary() (string, error) {
 // mount of another type (a Kubernetes emptyDir, for one): pinfs mounts
 // over it.
 func CheckMountpoint(dir string) error {
-	return checkMountpoint(selfMountinfo, dir)
+	return checkMountpoint(mountinfo.Self, dir)
 }
 
 // liveTimeout bounds the probe that tells a live mount from a dead one
 // (isDead): a daemon that does not answer is not dead.
 const liveTimeout = 5 * time.Second
 
-// checkMountpoint is CheckMountpoint with the mounts listed in mountinfo.
-func checkMountpoint(mountinfo, dir string) error {
-	if e, ok := mountAt(mountinfo, canonical(dir)); ok && e.FSType == "fuse.pinfs" {
+// checkMountpoint is CheckMountpoint with the mounts listed in the mount
+// table at table. A table that cannot be read lists no mount.
+func checkMountpoint(table, dir string) error {
+	if e, ok, _ := mountinfo.AtFile(table, mountinfo.Canonical(dir)); ok && e.FSType == "fuse.pinfs" {
 		if isDead(dir, liveTimeout) {
 			return nil
 		}

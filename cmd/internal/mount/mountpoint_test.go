@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
 // mountinfoLine is one line of /proc/self/mountinfo for a mount of fstype
@@ -15,64 +17,6 @@ import (
 func mountinfoLine(point, fstype, source string) string {
 	esc := strings.NewReplacer(" ", `\040`, "\t", `\011`, `\`, `\134`)
 	return "36 35 0:52 / " + esc.Replace(point) + " ro,nosuid,nodev shared:1 - " + fstype + " " + esc.Replace(source) + " ro,user_id=0\n"
-}
-
-func TestFindMount(t *testing.T) {
-	info := mountinfoLine("/", "ext4", "/dev/sda1") +
-		mountinfoLine("/data/a b", "tmpfs", "tmpfs") +
-		mountinfoLine("/data/a b", "fuse.pinfs", "sha256:ab") + // mounted over the tmpfs
-		mountinfoLine("/data/a b/c", "fuse.pinfs", "sha256:cd") +
-		"short line\n"
-	for _, tc := range []struct {
-		dir, fstype, source string
-		ok                  bool
-	}{
-		{"/data/a b", "fuse.pinfs", "sha256:ab", true},
-		{"/data/a b/c", "fuse.pinfs", "sha256:cd", true},
-		{"/", "ext4", "/dev/sda1", true},
-		{"/data", "", "", false},
-		{"/data/a", "", "", false},
-	} {
-		e, ok := findMount(strings.NewReader(info), tc.dir)
-		if ok != tc.ok || e.FSType != tc.fstype || e.Source != tc.source {
-			t.Errorf("findMount(%q) = %+v %v, want %s %s %v", tc.dir, e, ok, tc.fstype, tc.source, tc.ok)
-		}
-	}
-}
-
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a\040b`:   "/a b",
-		`/a\134b`:   `/a\b`,
-		`/a\011`:    "/a\t",
-		`/a\04`:     `/a\04`, // too short: left alone
-		`/a\09x`:    `/a\09x`,
-		`/plain`:    "/plain",
-		`\040\040x`: "  x",
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestCanonicalResolvesTheParentOnly(t *testing.T) {
-	dir := t.TempDir()
-	real := filepath.Join(dir, "real")
-	if err := os.Mkdir(real, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(real, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	realDir, _ := filepath.EvalSymlinks(dir)
-	if got, want := canonical(filepath.Join(dir, "link", "m")), filepath.Join(realDir, "real", "m"); got != want {
-		t.Errorf("canonical through a linked parent = %q, want %q", got, want)
-	}
-	// The last element is not followed: it may be a dead mount.
-	if got, want := canonical(filepath.Join(dir, "link")), filepath.Join(realDir, "link"); got != want {
-		t.Errorf("canonical of a link itself = %q, want %q", got, want)
-	}
 }
 
 func TestCheckMountpoint(t *testing.T) {
@@ -89,8 +33,8 @@ func TestCheckMountpoint(t *testing.T) {
 		}
 	}
 	info := filepath.Join(dir, "mountinfo")
-	if err := os.WriteFile(info, []byte(mountinfoLine(canonical(live), "fuse.pinfs", "sha256:00ff")+
-		mountinfoLine(canonical(other), "tmpfs", "tmpfs")), 0o644); err != nil {
+	if err := os.WriteFile(info, []byte(mountinfoLine(mountinfo.Canonical(live), "fuse.pinfs", "sha256:00ff")+
+		mountinfoLine(mountinfo.Canonical(other), "tmpfs", "tmpfs")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(dir, "missing")

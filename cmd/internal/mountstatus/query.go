@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/fs"
+	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
 // Errors of Query. It returns one of them wrapped in a one-line message
@@ -93,17 +94,23 @@ func failed(st *Status, err error) (*Status, error) {
 // askFunc is ask; tests replace it with a daemon that does not answer.
 var askFunc = ask
 
+// FSType is the file system type of a pinfs mount in /proc/self/mountinfo.
+const FSType = "fuse.pinfs"
+
+// mountinfoPath is the mount table ask reads; tests point it elsewhere.
+var mountinfoPath = mountinfo.Self
+
 // ask reads the status attribute of the pinfs mount at dir.
 func ask(dir string) ([]byte, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, classify(dir, err)
 	}
-	typ, err := fsTypeAt(real)
+	e, _, err := mountinfo.AtFile(mountinfoPath, real) // never touches real: it may be hung
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the mount table: %w", dir, err)
 	}
-	if typ != FSType {
+	if e.FSType != FSType {
 		return nil, fmt.Errorf("%s %w", dir, ErrNotMount)
 	}
 	b, err := getxattr(real, fs.XattrStatus)

@@ -154,30 +154,3 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
-
-func TestParseMountinfo(t *testing.T) {
-	info := strings.Join([]string{
-		"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
-		"30 22 0:40 / /data rw shared:2 - tmpfs tmpfs rw",
-		pinfsLine(`/data/a\040b`),
-		"31 22 0:41 / /data/c rw shared:3 - tmpfs tmpfs rw",
-		pinfsLine("/data/c"),
-		pinfsLine("/data/d"),
-		"32 22 0:42 / /data/d rw shared:4 - tmpfs tmpfs rw",
-		"short line",
-	}, "\n")
-	for dir, want := range map[string]string{
-		"/data": "tmpfs", "/data/a b": FSType, `/data/a\040b`: "", "/data/c": FSType, "/data/d": "tmpfs",
-		"/data/e": "", "/": "ext4",
-	} {
-		got, err := parseMountinfo(strings.NewReader(info), dir)
-		if err != nil || got != want {
-			t.Errorf("%s: %q, %v; want %q", dir, got, err, want)
-		}
-	}
-	for in, want := range map[string]string{`a\040b`: "a b", `a\134b`: `a\b`, `a\0`: `a\0`, `a\999`: `a\999`, `\011`: "\t"} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
