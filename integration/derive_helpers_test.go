@@ -6,7 +6,6 @@ package integration
 // no mount left behind and no work directory left over.
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinfs/pinfs/fs/mountinfo"
 	"github.com/pinfs/pinfs/integration/fusetest"
 	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/verify/jcs"
@@ -167,49 +167,18 @@ func (f *deriveFix) checkClean(t testing.TB) {
 // mountsUnder lists the mount points in /proc/self/mountinfo at or below
 // dir, deepest first. It never stats them.
 func mountsUnder(dir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := mountinfo.All(mountinfo.Self)
 	if err != nil {
-		return []string{"reading /proc/self/mountinfo: " + err.Error()}
+		return []string{"reading the mount table: " + err.Error()}
 	}
 	var out []string
-	s := bufio.NewScanner(bytes.NewReader(b))
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
+	for _, m := range all {
+		if m.Point == dir || strings.HasPrefix(m.Point, dir+"/") {
+			out = append(out, m.Point)
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space) of a
-// mountinfo path.
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var c byte
-			ok := true
-			for _, d := range s[i+1 : i+4] {
-				if d < '0' || d > '7' {
-					ok = false
-				}
-				c = c*8 + byte(d-'0')
-			}
-			if ok {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // deriveRecord is a derivation record as the contract spells it.

@@ -68,6 +68,25 @@ func Parse(r io.Reader, dir string) (Entry, bool, error) {
 	return found, ok, s.Err()
 }
 
+// All returns every mount of the table at path (Self for this process),
+// in the table's order: later entries are mounted on top of earlier ones.
+func All(path string) ([]Entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var all []Entry
+	s := bufio.NewScanner(f)
+	s.Buffer(nil, 1<<20)
+	for s.Scan() {
+		if e, is := parseLine(s.Text()); is {
+			all = append(all, e)
+		}
+	}
+	return all, s.Err()
+}
+
 // parseLine parses one line of the table; false when it is not a mount.
 // The fields are split on single spaces, so that an empty source (which
 // the kernel prints as nothing) does not shift the fields after it.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,4 +145,30 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse(%q, %q) = %+v", table, dir, e)
 		}
 	})
+}
+
+func TestAllKeepsOrderAndUnescapes(t *testing.T) {
+	table := filepath.Join(t.TempDir(), "mountinfo")
+	lines := "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n" +
+		"short line\n" +
+		"36 22 0:52 / /mnt/a\\040b ro shared:1 - fuse.pinfs sha256:ab ro\n" +
+		"37 36 0:53 / /mnt/a\\040b/c ro - tmpfs none rw\n"
+	if err := os.WriteFile(table, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	all, err := All(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range all {
+		got = append(got, e.Point+" "+e.FSType)
+	}
+	want := []string{"/ ext4", "/mnt/a b fuse.pinfs", "/mnt/a b/c tmpfs"}
+	if !slices.Equal(got, want) {
+		t.Errorf("All = %q, want %q", got, want)
+	}
+	if _, err := All(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("All of a missing table: no error")
+	}
 }
