@@ -67,6 +67,9 @@ head -n 2 "$mnt/val/part-000.jsonl"
 step "getfattr -d $mnt/val/part-000.jsonl"
 getfattr -d "$mnt/val/part-000.jsonl" 2>/dev/null || python3 -c 'import os,sys; p=sys.argv[1]; [print(f"{a}={os.getxattr(p,a).decode()!r}") for a in os.listxattr(p)]' "$mnt/val/part-000.jsonl"
 
+step "$pinfs status $mnt   # what the mount is doing (exit 0: serving; the readiness probe of a sidecar)"
+$pinfs status "$mnt"
+
 step "echo x > $mnt/new   # refused: read-only"
 if (echo x > "$mnt/new") 2>&1; then echo "demo: a write succeeded" >&2; exit 1; fi
 
