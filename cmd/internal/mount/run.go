@@ -84,7 +84,9 @@ func Run(ctx context.Context, c Config) (err error) {
 	log := c.Log.With("digest", string(c.Digest), "run_id", c.RunID)
 	c.Log = log
 	defer func() {
-		if err != nil {
+		// The caller prints err as one line; the log keeps what that line
+		// leaves out (the SDK's detail), when there is any.
+		if err != nil && store.Detail(err) != err.Error() {
 			log.Error("mount failed", "err", store.Detail(err))
 		}
 	}()
