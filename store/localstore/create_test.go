@@ -63,3 +63,37 @@ func TestCreateDoesNotFollowLinks(t *testing.T) {
 		t.Fatalf("the link's target was created: %v", err)
 	}
 }
+
+// TestCreateVisibleWhole: a writer that loses the race reads the key at
+// once and finds the winner's bytes whole, never an empty or short file
+// (derivations.Save and the gate read back the record that won).
+func TestCreateVisibleWhole(t *testing.T) {
+	s, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := func(i int) []byte { return fmt.Appendf(nil, "%064d", i) }
+	for round := range 50 {
+		key := fmt.Sprintf("derivations/sha256/%d", round)
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range errs {
+			wg.Go(func() {
+				err := s.Create(t.Context(), key, data(i))
+				if !errors.Is(err, store.ErrExist) {
+					errs[i] = err
+					return
+				}
+				got, err := s.Get(t.Context(), key)
+				if err == nil && len(got) != len(data(0)) {
+					err = fmt.Errorf("read %d bytes right after ErrExist, want %d", len(got), len(data(0)))
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}

@@ -130,11 +130,11 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 }
 
 // Create stores data at key only if key does not exist; an existing key
-// fails with an error wrapping store.ErrExist. The file is created with
-// O_EXCL (never through a symbolic link), written and fsynced, and removed
-// again if that fails. A crash in the middle can leave it short; a caller
-// that reads it back sees other bytes, never someone else's overwritten.
-func (s *Store) Create(ctx context.Context, key string, data []byte) (err error) {
+// fails with an error wrapping store.ErrExist. The bytes are written and
+// fsynced in a temporary file that is then linked into place (link(2)
+// fails if the key exists), so a reader racing with Create sees either no
+// key or all of its bytes, never a short or empty file.
+func (s *Store) Create(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -142,35 +142,17 @@ func (s *Store) Create(ctx context.Context, key string, data []byte) (err error)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("localstore: create %s: %w", key, err)
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
+	err = writeFile(p, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("localstore: create %s: %w", key, store.ErrExist)
 	}
 	if err != nil {
 		return fmt.Errorf("localstore: create %s: %w", key, err)
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(p)
-			err = fmt.Errorf("localstore: create %s: %w", key, err)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return store.SyncDir(dir)
+	return nil
 }
 
 func conflict(key, p string) error {
