@@ -121,13 +121,14 @@ func TestListParallelBounded(t *testing.T) {
 	var mu sync.Mutex
 	inFlight, most := 0, 0
 	all := make(chan struct{})
+	release := sync.OnceFunc(func() { close(all) }) // n can be in flight again later
 	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if q := r.URL.Query(); q.Has("versions") && q.Get("delimiter") == "" {
 			mu.Lock()
 			inFlight++
 			most = max(most, inFlight)
 			if inFlight == n {
-				close(all)
+				release()
 			}
 			mu.Unlock()
 			select { // the first n wait until n are in flight, so the test fails if fewer ever are
