@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinfs/pinfs/integration/repo"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/pinfs/pinfs/verify"
@@ -80,7 +82,7 @@ func unitCommandLines(t *testing.T) []commandLine {
 // replaced by a word. The manifests' strict decoding and their other checks
 // are in integration/kubernetes; this reads them loosely.
 func kubeCommandLines(t *testing.T) []commandLine {
-	root := repoRoot(t)
+	root := repo.MustRoot(t)
 	var lines []commandLine
 	err := filepath.WalkDir(filepath.Join(root, "deploy", "kubernetes"), func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || (filepath.Ext(p) != ".yaml" && filepath.Ext(p) != ".yml") {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/pinfs/pinfs/integration/repo"
 )
 
 // envAssign matches a NAME=value word before a command.
@@ -271,7 +273,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 // readRepoFile returns the repository file name.
 func readRepoFile(t testing.TB, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), name))
+	b, err := os.ReadFile(filepath.Join(repo.MustRoot(t), name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,27 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-// repoRoot returns the nearest directory at or above the working directory
-// that holds go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod at or above the working directory")
-		}
-		dir = parent
-	}
-}
+	"github.com/pinfs/pinfs/integration/repo"
+)
 
 // built is the pinfs binary built once per test run as the Dockerfile
 // builds it, or why it could not be.
@@ -57,7 +39,7 @@ func TestMain(m *testing.M) {
 // repository root, which the Dockerfile copies to its WORKDIR.
 func dockerBinary(t testing.TB) string {
 	t.Helper()
-	root := repoRoot(t)
+	root := repo.MustRoot(t)
 	major, minor := goVersion(t)
 	b, errs := checkDockerfile(readRepoFile(t, "Dockerfile"), major, minor)
 	built.once.Do(func() {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/pinfs/pinfs/integration/repo"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -107,26 +109,6 @@ func checkJob(where string, j *batchv1.Job) []error {
 	return errs
 }
 
-// repoRoot returns the nearest directory at or above the working directory
-// that holds go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod at or above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // manifestFiles returns the *.yaml and *.yml files under manifestDirs,
 // relative to root.
 func manifestFiles(t testing.TB, root string) []string {
@@ -157,7 +139,7 @@ func manifestFiles(t testing.TB, root string) []string {
 // TestManifests decodes every manifest pinfs ships and checks its pinfs
 // Jobs; the sharded-pin example must hold an Indexed Job of shards.
 func TestManifests(t *testing.T) {
-	root := repoRoot(t)
+	root := repo.MustRoot(t)
 	files := manifestFiles(t, root)
 	for _, f := range []string{shardExample, sidecarExample} {
 		if !slices.Contains(files, f) {

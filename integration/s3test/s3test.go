@@ -43,6 +43,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/pinfs/pinfs/integration/repo"
 )
 
 // Version is the versitygw release the harness is written against.
@@ -450,7 +452,7 @@ func findBinary() (string, error) {
 		return "", fmt.Errorf("$VERSITYGW=%s is not an executable file", p)
 	}
 	var candidates []string
-	if root, ok := repoRoot(); ok {
+	if root, err := repo.Root(); err == nil {
 		candidates = append(candidates, filepath.Join(root, "bin", "versitygw"))
 	}
 	if p, err := exec.LookPath("versitygw"); err == nil {
@@ -471,24 +473,6 @@ func findBinary() (string, error) {
 func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// repoRoot walks up from the working directory to the directory with go.mod.
-func repoRoot() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
 }
 
 // childEnv is the test's environment without the variables versitygw reads
