@@ -27,6 +27,7 @@ type deriveStore struct {
 	env   []string
 	store string                                // --store
 	get   func(t testing.TB, key string) []byte // a store key's bytes
+	put   func(t testing.TB, key string, b []byte)
 }
 
 // eachDeriveStore runs f on a fresh local directory store and a fresh S3
@@ -49,6 +50,9 @@ func localDeriveStore(t *testing.T) *deriveStore {
 			t.Fatal(err)
 		}
 		return b
+	}, put: func(t testing.TB, key string, b []byte) {
+		t.Helper()
+		writeFile(t, filepath.Join(st, filepath.FromSlash(key)), string(b))
 	}}
 }
 
@@ -56,7 +60,8 @@ func s3DeriveStore(t *testing.T) *deriveStore {
 	s := s3test.Start(t)
 	s.CreateBucket(t, "store", true)
 	return &deriveStore{env: s.Env(), store: "s3://store/pinfs",
-		get: func(t testing.TB, key string) []byte { return s.Get(t, "store", "pinfs/"+key, "") }}
+		get: func(t testing.TB, key string) []byte { return s.Get(t, "store", "pinfs/"+key, "") },
+		put: func(t testing.TB, key string, b []byte) { s.Put(t, "store", "pinfs/"+key, b) }}
 }
 
 // deriveFix is one derive test's world: a store, the raw input pinned into

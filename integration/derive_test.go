@@ -60,7 +60,7 @@ func (f *deriveFix) upperArgs(script string, extra ...string) []string {
 }
 
 // TestDeriveDeterministic derives, derives again (cached, not run), and
-// checks by key, record file and output digest.
+// checks by record file, and by key and output digest with the command.
 func TestDeriveDeterministic(t *testing.T) {
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
@@ -111,14 +111,15 @@ func TestDeriveDeterministic(t *testing.T) {
 			t.Errorf("--record on a cache hit:\n%s\nwant\n%s", b, a)
 		}
 
-		// --check reruns every time and reproduces the output.
-		for i, target := range []string{rec.Key, recFile, out} {
-			r := f.derive(t, 0, nil, "--check", target)
+		// --check reruns every time and reproduces the output: the record
+		// file, or a key or output digest with the command.
+		for i, target := range [][]string{{recFile}, {rec.Key, "--", "sh", script}, {out, "--", "sh", script}} {
+			r := f.derive(t, 0, nil, append([]string{"--check"}, target...)...)
 			if !strings.Contains(r.stdout, "derivation "+rec.Key+" reproduced "+out) {
-				t.Errorf("--check %s: %v", target, r)
+				t.Errorf("--check %q: %v", target, r)
 			}
 			if n := f.runs(t); n != 2+i {
-				t.Errorf("--check %s: the transform ran %d times in all, want %d", target, n, 2+i)
+				t.Errorf("--check %q: the transform ran %d times in all, want %d", target, n, 2+i)
 			}
 		}
 	})
@@ -137,10 +138,9 @@ func TestDeriveCodeChangedWithoutVersion(t *testing.T) {
 		script := f.script(t, "upper.sh", upperScript)
 		recFile := filepath.Join(f.root, "rec.json")
 		out := f.derive(t, 0, nil, f.upperArgs(script, "--record", recFile)...).lastLine()
-		rec := readRecord(t, recFile)
 		f.script(t, "upper.sh", driftScript)
 
-		for i, args := range [][]string{{"--check", rec.Key}, f.upperArgs(script, "--force")} {
+		for i, args := range [][]string{{"--check", recFile}, f.upperArgs(script, "--force")} {
 			r := f.derive(t, 1, nil, args...)
 			m := driftLine.FindStringSubmatch(lastStderrLine(r))
 			if m == nil {
@@ -174,7 +174,7 @@ func TestDeriveNondeterministic(t *testing.T) {
 			t.Fatalf("derive printed %q, want a digest", out)
 		}
 		r := f.derive(t, 1, []string{"transform clock@v1 produced different bytes than recorded (1 changed: stamp)",
-			"without a new version", "recorded " + out}, "--check", out)
+			"without a new version", "recorded " + out}, "--check", out, "--", "sh", script)
 		if strings.Contains(lastStderrLine(r), "a.txt") || f.runs(t) != 2 {
 			t.Errorf("--check of a nondeterministic transform: %v (%d runs)", r, f.runs(t))
 		}

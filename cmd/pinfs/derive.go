@@ -15,6 +15,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/lineage"
 	"github.com/pinfs/pinfs/cmd/internal/mount"
 	"github.com/pinfs/pinfs/cmd/internal/pin"
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/derivations"
 	"github.com/pinfs/pinfs/verify"
 	record "github.com/pinfs/pinfs/verify/derive"
@@ -22,7 +23,7 @@ import (
 
 var deriveCmd = &command{
 	name:  "derive",
-	args:  "--input NAME=DIGEST… --transform VERSION [--param K=V…] --store STORE -- CMD [ARGS…] | --check KEY|RECORD-FILE|OUTPUT-DIGEST",
+	args:  "--input NAME=DIGEST… --transform VERSION [--param K=V…] --store STORE -- CMD [ARGS…] | --check RECORD-FILE [-- CMD [ARGS…]] | --check KEY|OUTPUT-DIGEST -- CMD [ARGS…]",
 	short: "run a versioned transform over pinned inputs and pin its output, with a record",
 	long: `Run CMD over snapshots pinned by digest and pin what it writes, with a
 derivation record: the inputs, the transform VERSION, the params, the
@@ -44,11 +45,24 @@ output and time. A key whose output is in the store is not run again: the
 cached digest is printed. --force reruns it, and fails like --check when
 the bytes differ; the record is never replaced.
 
---check KEY|RECORD-FILE|OUTPUT-DIGEST reruns a recorded derivation into a
+CMD gets the environment of pinfs without any AWS_* variable (keys,
+session token, profile, config and credential files, web identity, role,
+container credentials), so a transform never holds the store's
+credentials; --pass-env NAME (repeatable) passes one anyway. pinfs itself
+keeps them to read the store.
+
+--check RECORD-FILE reruns the derivation of a record file from your
+checkout (the one --record wrote, committed next to the code) into a
 scratch dir and compares the output with the recorded one: exit 0 when it
 is the same, exit 1 naming the transform version and the members changed,
 added and removed when not. It proves that this version is deterministic
-on these inputs, not that it is correct.
+on these inputs, not that it is correct. Only a command you give runs:
+the record file's, or CMD after --. A KEY or OUTPUT-DIGEST takes the
+record from the store, where anyone who can write it can add a valid
+record, so it needs -- CMD [ARGS…] and is refused without it (exit 2).
+CMD after --, with a record file or a digest, must be the record's
+command: another is refused (exit 1) and nothing runs. Of the records of
+an output digest, those with another command are skipped.
 
 SIGINT or SIGTERM stops CMD (SIGTERM, SIGKILL 10 s later), unmounts the
 inputs and exits 1.`,
@@ -64,7 +78,8 @@ inputs and exits 1.`,
 		workDir := fs.String("work-dir", "", "`DIR` in which the scratch dir (inputs, output) is made (default the system temp dir)")
 		recordFile := fs.String("record", "", "write the derivation record, canonical JSON, to `FILE`")
 		force := fs.Bool("force", false, "run the derivation even when its output is cached; fail when the output differs")
-		check := fs.String("check", "", "rerun the derivation of `KEY|RECORD-FILE|OUTPUT-DIGEST` and compare its output with the recorded one")
+		check := fs.String("check", "", "rerun the derivation of `RECORD-FILE` (or of KEY|OUTPUT-DIGEST with the command after --) and compare its output with the recorded one")
+		passEnv := fs.StringArray("pass-env", nil, "pass the environment variable `NAME` to the command although it may carry storage credentials (AWS_*) (repeatable)")
 		return func(ctx context.Context, args []string) error {
 			var cmdArgs []string
 			switch at := fs.ArgsLenAtDash(); {
@@ -73,29 +88,31 @@ inputs and exits 1.`,
 			case at == 0:
 				cmdArgs = args
 			}
+			pass, err := derive.ParsePassEnv(*passEnv)
+			if err != nil {
+				return usageError{err}
+			}
+			rf := runnerFlags{cacheDir: *cacheDir, runRecord: *runRecord, workDir: *workDir, pass: pass}
 			if fs.Changed("check") {
 				for _, f := range []string{"input", "transform", "param", "split", "force", "record"} {
 					if fs.Changed(f) {
 						return usagef("--check takes no --%s: the record says how to run the derivation", f)
 					}
 				}
-				if len(cmdArgs) > 0 {
-					return usagef("--check takes no command: the record says how to run the derivation")
-				}
 				if *check == "" {
-					return usagef("--check needs a KEY, RECORD-FILE or OUTPUT-DIGEST")
+					return usagef("--check needs a RECORD-FILE, or a KEY or OUTPUT-DIGEST and the command after --")
 				}
-				rn, err := deriveRunner(ctx, *storeURL, *cacheDir, *runRecord, *workDir)
-				if err != nil {
-					return err
-				}
-				return deriveCheck(ctx, rn, *check, out)
+				return deriveCheck(ctx, rf, *storeURL, *check, cmdArgs, out)
 			}
 			r, err := deriveRecord(*inputs, *transform, *params, *split, cmdArgs)
 			if err != nil {
 				return err
 			}
-			rn, err := deriveRunner(ctx, *storeURL, *cacheDir, *runRecord, *workDir)
+			st, err := openStore(ctx, *storeURL)
+			if err != nil {
+				return err
+			}
+			rn, err := rf.runner(ctx, st)
 			if err != nil {
 				return err
 			}
@@ -200,13 +217,16 @@ func deriveRecord(inputs []string, transform string, params []string, split stri
 	return r, nil
 }
 
-// deriveRunner opens the store and the cache dir and returns the runner
-// of derivations.
-func deriveRunner(ctx context.Context, storeURL, cacheDir, runRecord, workDir string) (*derive.Runner, error) {
-	st, err := openStore(ctx, storeURL)
-	if err != nil {
-		return nil, err
-	}
+// runnerFlags are the flags of pinfs derive that make its derive.Runner.
+type runnerFlags struct {
+	cacheDir, runRecord, workDir string
+	pass                         []string // --pass-env
+}
+
+// runner prepares the cache dir and returns the runner of derivations
+// over st.
+func (f runnerFlags) runner(ctx context.Context, st store.Store) (*derive.Runner, error) {
+	cacheDir, runRecord := f.cacheDir, f.runRecord
 	if cacheDir == "" {
 		return nil, errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
 	}
@@ -217,19 +237,42 @@ func deriveRunner(ctx context.Context, storeURL, cacheDir, runRecord, workDir st
 		runRecord = filepath.Join(cacheDir, "runs.jsonl")
 	}
 	return &derive.Runner{
-		Store: st, CacheDir: cacheDir, RunRecord: runRecord, WorkDir: workDir, Output: os.Stderr,
-		Log: logFrom(ctx),
+		Store: st, CacheDir: cacheDir, RunRecord: runRecord, WorkDir: f.workDir, Output: os.Stderr,
+		Log: logFrom(ctx), PassEnv: f.pass,
 	}, nil
 }
 
-// deriveCheck reruns the derivations that target names and compares their
-// outputs with the recorded ones. Each one that differs is reported on
-// stderr; the exit status is 1 when one does.
-func deriveCheck(ctx context.Context, rn *derive.Runner, target string, out io.Writer) error {
-	rs, err := derive.Lookup(ctx, rn.Store, target)
-	if errors.Is(err, verify.ErrNotDigest) {
+// deriveCheck is `pinfs derive --check TARGET [-- COMMAND]`: it refuses a
+// key or digest without a command and a command that is not the record's
+// before anything is written or run, then reruns each derivation of
+// TARGET with the caller's command and compares its output with the
+// recorded one. Each one that differs is reported on stderr; the exit
+// status is 1 when one does.
+func deriveCheck(ctx context.Context, rf runnerFlags, storeURL, target string, command []string, out io.Writer) error {
+	tg, err := derive.ParseTarget(target, command)
+	if errors.Is(err, verify.ErrNotDigest) || errors.Is(err, derive.ErrNoCommand) {
 		return usageError{err}
 	}
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, storeURL)
+	if err != nil {
+		return err
+	}
+	rs, skipped, err := tg.Records(ctx, st)
+	if err != nil {
+		return err
+	}
+	if n := len(skipped); n > 0 {
+		what := "records"
+		if n == 1 {
+			what = "record"
+		}
+		fmt.Fprintf(os.Stderr, "pinfs derive: skipped %d %s of %s whose command is not the one after -- (pinfs derive log %[3]s lists them)\n",
+			n, what, target)
+	}
+	rn, err := rf.runner(ctx, st)
 	if err != nil {
 		return err
 	}

@@ -84,25 +84,3 @@ func TestParents(t *testing.T) {
 		t.Errorf("Parents with the inputs given in another order = %v, want %v", got, want)
 	}
 }
-
-// TestEnv: the inherited environment without any enclosing derivation's
-// variables, then this one's inputs (both spellings), output, params,
-// transform and key.
-func TestEnv(t *testing.T) {
-	r, err := record.New([]record.Input{{Name: "raw", Digest: dA}, {Name: "LABELS", Digest: dB}}, "harvest@v1.4.2",
-		map[string]string{"min.agree-ment": "5"}, []string{"true"}, "dir")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := []string{"HOME=/root", "PINFS_INPUT_old=/x", "PINFS_PARAM_OLD=1", "PINFS_OUTPUT=/y", "PINFS_TRANSFORM=old@v0",
-		"PINFS_DERIVATION_KEY=k", "PINFS_STORE=/st"}
-	got := Env(base, r, "/w/inputs", "/w/output")
-	want := []string{"HOME=/root", "PINFS_STORE=/st",
-		"PINFS_INPUT_LABELS=/w/inputs/LABELS",
-		"PINFS_INPUT_raw=/w/inputs/raw", "PINFS_INPUT_RAW=/w/inputs/raw",
-		"PINFS_OUTPUT=/w/output", "PINFS_PARAM_MIN_AGREE_MENT=5",
-		"PINFS_TRANSFORM=harvest@v1.4.2", "PINFS_DERIVATION_KEY=" + string(r.Key)}
-	if !slices.Equal(got, want) {
-		t.Errorf("Env =\n%q\nwant\n%q", got, want)
-	}
-}

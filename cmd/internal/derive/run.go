@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +32,9 @@ type Runner struct {
 	WorkDir   string // where the scratch dir is made; "" is os.TempDir()
 	Output    io.Writer
 	Log       *slog.Logger
+	// PassEnv names the variables that may carry credentials (Credential)
+	// and are passed to the command all the same (--pass-env).
+	PassEnv []string
 
 	// MountTimeout bounds the wait for the inputs to serve (default 2
 	// minutes); CacheMem and CacheDisk are each mount's block cache
@@ -99,7 +101,7 @@ func (rn *Runner) Run(ctx context.Context, r *record.Record) (verify.Digest, err
 // writes to the output while it is pinned.
 func (rn *Runner) exec(ctx context.Context, r *record.Record, inputs, output string) error {
 	cmd := exec.CommandContext(ctx, r.Command[0], r.Command[1:]...)
-	cmd.Env = Env(os.Environ(), r, inputs, output)
+	cmd.Env = Env(os.Environ(), rn.PassEnv, r, inputs, output)
 	cmd.Stdout, cmd.Stderr = rn.Output, rn.Output
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
@@ -122,35 +124,6 @@ func (rn *Runner) exec(ctx context.Context, r *record.Record, inputs, output str
 		return fmt.Errorf("CMD: %w", err)
 	}
 	return nil
-}
-
-// Env returns the environment of r's command: base without any PINFS_INPUT_*
-// or PINFS_PARAM_* variable and without PINFS_OUTPUT, PINFS_TRANSFORM and
-// PINFS_DERIVATION_KEY, so that nothing of an enclosing derivation leaks
-// in, then PINFS_INPUT_<name> (record.InputEnv) for each input mounted
-// under inputs, PINFS_OUTPUT, PINFS_PARAM_<KEY> (record.ParamEnv) for each
-// parameter, PINFS_TRANSFORM and PINFS_DERIVATION_KEY.
-func Env(base []string, r *record.Record, inputs, output string) []string {
-	var env []string
-	for _, kv := range base {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "PINFS_INPUT_"), strings.HasPrefix(k, "PINFS_PARAM_"),
-			k == "PINFS_OUTPUT", k == "PINFS_TRANSFORM", k == "PINFS_DERIVATION_KEY":
-			continue
-		}
-		env = append(env, kv)
-	}
-	for _, in := range r.Inputs {
-		for _, k := range record.InputEnv(in.Name) {
-			env = append(env, k+"="+filepath.Join(inputs, in.Name))
-		}
-	}
-	env = append(env, "PINFS_OUTPUT="+output)
-	for k, v := range r.Params {
-		env = append(env, record.ParamEnv(k)+"="+v)
-	}
-	return append(env, "PINFS_TRANSFORM="+r.Transform, "PINFS_DERIVATION_KEY="+string(r.Key))
 }
 
 // errNoFiles stops the walk of someFile at the first file.
