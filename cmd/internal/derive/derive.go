@@ -7,8 +7,10 @@
 //
 // Runner.Run mounts each input in-process (mount.Run) under a fresh
 // scratch dir, runs the command with PINFS_INPUT_<NAME>, PINFS_OUTPUT,
-// PINFS_PARAM_<KEY>, PINFS_TRANSFORM and PINFS_DERIVATION_KEY set, and
-// pins <work>/output with the inputs as parents. The output dir always has
+// PINFS_PARAM_<KEY>, PINFS_TRANSFORM and PINFS_DERIVATION_KEY set and
+// without the variables that may carry storage credentials (Credential:
+// every AWS_*) unless Runner.PassEnv names them, and pins <work>/output
+// with the inputs as parents. The output dir always has
 // the base name "output", so the same bytes pin to the same digest on any
 // machine and in any scratch dir.
 //
@@ -24,6 +26,12 @@
 // Check reruns a recorded derivation and compares its output with the
 // recorded one. Same digest proves that this transform version is
 // deterministic on these inputs, not that it is correct.
+//
+// A record in the store is a claim anyone who can write the store can
+// make (its key is self-certifying), so a command read from the store is
+// never run: ParseTarget takes a record file from the caller, or a key or
+// output digest with the caller's command, and Target.Records keeps only
+// the store's records with that command.
 package derive
 
 import (
