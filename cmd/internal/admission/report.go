@@ -17,8 +17,14 @@ import (
 	"github.com/pinfs/pinfs/verify/jcs"
 )
 
-// ReportSchema is the schema name and version of a validation report.
-const ReportSchema = "pinfs.report.v1"
+// ReportSchema is the schema name and version of the validation reports
+// Validate writes. A v2 report says which members it hashed (Hashing).
+const ReportSchema = "pinfs.report.v2"
+
+// reportSchemaV1 is the schema of the reports written before Hashing: they
+// still load (an approval may point at one), but they vouch for no digest
+// (see Report.Vouches).
+const reportSchemaV1 = "pinfs.report.v1"
 
 // ErrBadReport is wrapped by every error about a stored report that is
 // malformed, tampered with, or not a passing report of the manifest asked
@@ -40,7 +46,57 @@ type Report struct {
 	ValidatedAt string   `json:"validatedAt"`
 	Deep        bool     `json:"deep"`
 	Gate        *GateRef `json:"gate,omitempty"` // the gate whose fences applied; absent without one
-	Metrics     Metrics  `json:"metrics"`
+	// Hashing says which members were re-read and hashed, and why; it is
+	// present in every v2 report and absent in a v1 report.
+	Hashing *Hashing `json:"hashing,omitempty"`
+	Metrics Metrics  `json:"metrics"`
+}
+
+// Trust bases of a validation: what a parent must be for the digests of
+// its members to be inherited without hashing them again.
+const (
+	// TrustPolicy: the parent is APPROVED under the policy in force, by
+	// approvals of reports that vouch for its digests under that policy.
+	TrustPolicy = "policy"
+	// TrustStore: no policy; the parent has a passing v2 report in the
+	// store. The store is then the only trust root.
+	TrustStore = "store"
+)
+
+// Hashing is the part of a report that turns the members' digests into
+// facts: the members it re-read and hashed, and those whose (object,
+// version, size, digest) it inherited unchanged from a trusted parent.
+// New + Changed + Inherited is the number of members; Hashed is New +
+// Changed, or every member with Deep.
+type Hashing struct {
+	Trust  string        `json:"trust"`            // TrustPolicy or TrustStore
+	Policy verify.Digest `json:"policy,omitempty"` // with TrustPolicy: the policy in force
+	// Parents are the parents inherited from, in manifest order;
+	// Untrusted the resolvable ones that were not, and why.
+	Parents   []verify.Digest   `json:"parents"`
+	Untrusted []UntrustedParent `json:"untrusted,omitempty"`
+	Hashed    int               `json:"hashed"`    // members re-read and hashed
+	New       int               `json:"new"`       // no trusted parent has a member at its path: hashed
+	Changed   int               `json:"changed"`   // a trusted parent has its path with other bytes or another version: hashed
+	Inherited int               `json:"inherited"` // as in a trusted parent: hashed only with Deep
+}
+
+// Vouches reports whether r makes the digests of its manifest's members
+// facts for a validation under policy pd ("" for none): it passed and
+// hashed every member, or inherited only under pd itself. Without a
+// policy any passing v2 report vouches (the store is the trust root). A
+// v1 report hashed nothing unless deep, so it vouches only when deep.
+func (r *Report) Vouches(pd verify.Digest) bool {
+	h := r.Hashing
+	switch {
+	case !r.OK:
+		return false
+	case h == nil:
+		return r.Deep
+	case pd == "" || h.Hashed == r.Metrics.Members:
+		return true
+	}
+	return h.Trust == TrustPolicy && h.Policy == pd
 }
 
 // Failure is one kind of hard failure, with the members it concerns.
@@ -158,8 +214,9 @@ func Save(ctx context.Context, st store.Blobs, r *Report) (verify.Digest, error)
 }
 
 // LoadReport fetches report d and checks it: its bytes hash to d, are
-// canonical JSON, and hold exactly the fields of a pinfs.report.v1 report
-// whose ok agrees with its failures.
+// canonical JSON, and hold exactly the fields of a pinfs.report.v2 report
+// (with hashing) or of a pinfs.report.v1 one (without), whose ok agrees
+// with its failures.
 func LoadReport(ctx context.Context, st store.Blobs, d verify.Digest) (*Report, error) {
 	b, err := st.Get(ctx, ReportKey(d))
 	if err != nil {
@@ -189,8 +246,11 @@ func parseReport(d verify.Digest, b []byte) (*Report, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, bad("%v", err)
 	}
-	if r.Schema != ReportSchema {
+	switch {
+	case r.Schema != ReportSchema && r.Schema != reportSchemaV1:
 		return nil, bad("schema %q, want %q", r.Schema, ReportSchema)
+	case (r.Hashing == nil) != (r.Schema == reportSchemaV1):
+		return nil, bad("schema %s with hashing %v", r.Schema, r.Hashing != nil)
 	}
 	if _, err := verify.ParseDigest(string(r.Manifest)); err != nil {
 		return nil, bad("manifest: %v", err)

@@ -66,9 +66,12 @@ func TestOrphanIDs(t *testing.T) {
 	// In an S3 store a directory's files are S3 members at the store's
 	// cas/blake3/<hex> keys: covered by the dir: source.
 	sum := b3.Of([]byte("e"))
+	f := fx.s3("f", "", "pinfs/"+verify.CASKey(sum.Hex()), "f") // a CAS key of other bytes
+	f.S3.VersionID = "v-f"
+	fx.st.objects[store.Object{Bucket: "data", Key: f.S3.Key, VersionID: "v-f"}] = []byte("f")
 	d = fx.pin([]verify.Member{
 		fx.s3("e", "", "pinfs/"+verify.CASKey(sum.Hex()), "e"),
-		fx.s3("f", "", "pinfs/"+verify.CASKey(sum.Hex()), "f"), // a CAS key of other bytes
+		f,
 		fx.cas("g", "", "g"),
 	}, nil)
 	if r := fx.validate(d, nil, Options{}); !r.OK || r.Metrics.OrphanIDs != 1 {

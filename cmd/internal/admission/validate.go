@@ -20,21 +20,30 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/jcs"
+	"github.com/pinfs/pinfs/verify/sign"
 )
 
 // Options select how deep Validate checks the members' objects.
 type Options struct {
 	Deep bool // re-read and re-hash every member, as `pinfs verify --deep`
 	Jobs int  // members checked in parallel; <= 0 means 16
+	// Policy is the trust policy in force: a member's digest is inherited
+	// without hashing only from a parent APPROVED under it (TrustPolicy).
+	// Nil trusts parents with a passing report in the store (TrustStore).
+	Policy *sign.Policy
 }
 
 // Validate runs the gate checks on manifest d and returns the report. f
 // holds the fences of the gate that applies; nil validates without a gate.
 //
+// Every member is re-read and hashed unless its object, version, size and
+// digest are those of a member of a trusted parent (see o.Policy, and
+// Report.Hashing for the counts); every other member gets the HEAD.
+//
 // Hard failures (Report.Failures; OK is false when there is any): a
 // manifest or member table that does not fetch or verify; every member
 // problem `pinfs verify` reports (unversioned members, pinned versions
-// missing or unreadable, wrong sizes, with Deep wrong bytes; duplicate
+// missing or unreadable, wrong sizes, wrong bytes of a hashed member; duplicate
 // ids, unsafe paths); an id in two splits; members revoked or fenced off
 // by the gate's lists; a manifest built below the gate's tombstone
 // watermark or benchmark fence; a parent that does not fetch and verify;
@@ -109,9 +118,24 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 		}
 	}
 	v.checkManifest(m)
+	parents, err := v.checkParents(ctx, st, c)
+	if err != nil {
+		return err
+	}
+	h := &Hashing{Trust: TrustStore}
+	if o.Policy != nil {
+		h.Trust, h.Policy = TrustPolicy, o.Policy.Digest()
+	}
+	v.r.Hashing = h
+	hash, err := planHashing(ctx, c.Table, parents, o.Deep, func(i int) error {
+		return parentVouched(ctx, st, m.Parents[i], o.Policy)
+	}, h)
+	if err != nil {
+		return err
+	}
 
 	// The member problems and the object checks are `pinfs verify`'s.
-	cr, err := check.Fetched(ctx, st, c, check.Options{Deep: o.Deep, Jobs: o.Jobs})
+	cr, err := check.Fetched(ctx, st, c, check.Options{Deep: o.Deep, Jobs: o.Jobs, Hash: func(i int) bool { return hash[i] }})
 	if err != nil {
 		return err
 	}
@@ -123,7 +147,7 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 	}
 
 	v.scanMembers(c.Table, m)
-	return v.checkParents(ctx, st, c)
+	return nil
 }
 
 // checkManifest checks the manifest's own fields: the transform, and the
@@ -261,22 +285,25 @@ func replayHash(pairs [][2]string) verify.Digest {
 }
 
 // checkParents fetches and verifies every parent, and diffs the snapshot
-// against the first one.
-func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify.Checked) error {
+// against the first one. It returns the parents in manifest order, nil
+// for those that do not resolve.
+func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify.Checked) ([]*verify.Checked, error) {
+	parents := make([]*verify.Checked, len(c.Manifest.Parents))
 	for i, p := range c.Manifest.Parents {
 		pc, err := verify.Fetch(ctx, st, p)
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
 			v.fail(KindUnresolvableParent, "parent %s: %v", p, err)
 			continue
 		}
+		parents[i] = pc
 		v.r.Metrics.ParentsResolvable++
 		if i == 0 {
 			df := lineage.Compare(p, c.Manifest.SnapshotID, pc.Table.Members(), c.Table.Members())
 			v.r.Metrics.Diff = &Diff{Parent: p, Added: len(df.Added), Removed: len(df.Removed), Changed: len(df.Changed), Moved: len(df.Moved)}
 		}
 	}
-	return nil
+	return parents, nil
 }

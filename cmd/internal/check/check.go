@@ -22,6 +22,9 @@ type Options struct {
 	Deep   bool // re-read and re-hash every member
 	NoHead bool // skip the per-member HEAD (structure only)
 	Jobs   int  // members checked in parallel; <= 0 means 16
+	// Hash, when set, names members (by table index) to re-read and
+	// re-hash even without Deep; the others get the HEAD.
+	Hash func(i int) bool
 }
 
 // Report is the outcome of a check. It marshals to the JSON that
@@ -77,7 +80,7 @@ func Fetched(ctx context.Context, st store.Store, c *verify.Checked, o Options) 
 	r.Members = c.Table.Len()
 	r.Bytes = c.Manifest.Members.Bytes
 	r.Problems = append(r.Problems, c.Problems...)
-	if !o.NoHead || o.Deep {
+	if !o.NoHead || o.Deep || o.Hash != nil {
 		ps, n, err := checkObjects(ctx, st, c.Table, o)
 		if err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ type Progress func(done int, bytes int64)
 // matches (the second level of `pinfs verify`, and `pinfs run replay`).
 // It returns at most one problem per member, in the order of idx; a
 // member whose source cannot be named as a store object is a bad_member.
+// Without o.Deep, the members o.Hash names are re-read and hashed too.
 // progress may be nil. An index out of range is an error, and so is the
 // end of ctx (no partial result).
 func Members(ctx context.Context, st store.Store, t *verify.Table, idx []int, o Options, progress Progress) ([]verify.Problem, error) {
@@ -39,8 +40,9 @@ func Members(ctx context.Context, st store.Store, t *verify.Table, idx []int, o 
 	for range cmp.Or(max(o.Jobs, 0), 16) {
 		wg.Go(func() {
 			for at := range next {
-				m := t.Member(idx[at])
-				results <- result{at, checkOne(ctx, st, &m, o.Deep)}
+				i := idx[at]
+				m := t.Member(i)
+				results <- result{at, checkOne(ctx, st, &m, o.Deep || o.Hash != nil && o.Hash(i))}
 			}
 		})
 	}
