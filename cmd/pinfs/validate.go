@@ -18,16 +18,28 @@ import (
 
 var validateCmd = &command{
 	name:  "validate",
-	args:  "DIGEST --store STORE [--alias NAME] [--deep] [--json]",
+	args:  "DIGEST --store STORE [--alias NAME] [--policy FILE] [--deep] [--json]",
 	short: "run the gate checks and write a validation report (VALIDATED)",
 	long: `Validate a snapshot: run the gate checks, write a validation report
 (canonical JSON, content addressed under reports/sha256/) and, when no
 hard failure was found, mark the snapshot VALIDATED, the state approve
 requires.
 
+A member's digest is a fact only once a validation has hashed its bytes:
+a pin may have taken it from the digest cache or a shard's partial table,
+which anyone who can write the store can forge. So validate re-reads and
+hashes every member (as verify --deep does) except those whose object,
+version, size and digest it inherits unchanged from a trusted parent; the
+others get a HEAD. With a trust policy (--policy FILE, or with --alias the
+policy kept with the gate) a parent is trusted when it is APPROVED under
+that policy by approvals of reports that vouch for its digests under it.
+Without one the store is the only trust root: a parent is trusted when it
+has a passing report (of this version) in the store. --deep hashes every
+member.
+
 Hard failures (each named on stderr): a manifest or member table that does
 not verify; every problem verify reports (unversioned members, pinned
-versions missing or unreadable, with --deep bytes that do not match;
+versions missing or unreadable, bytes of a hashed member that do not match;
 duplicate ids, unsafe paths); an id in two splits; a parent that does not
 fetch and verify; a transform not pinned by a digest. With --alias NAME
 the fences of gate NAME apply too: members (by id or digest) in its
@@ -35,7 +47,11 @@ revocation or benchmark lists, and a manifest built below its tombstone
 watermark or benchmark fence. Without the gate (no --alias, or no gate
 NAME yet) those are not checked; stderr says so.
 
-The report also holds the gate metrics: members, bytes, unversioned,
+The report says how many members were hashed and why (new: no trusted
+parent has the path; changed: a trusted parent has it with other bytes or
+at another version; inherited: as in a trusted parent, hashed only with
+--deep) and which parents were trusted. It also holds the gate metrics:
+members, bytes, unversioned,
 sources with a listing, parents resolvable, duplicate, orphan and
 two-split ids, fence hits, the diff against the first parent and a replay
 hash of the (id, digest) set. A failing report is written too, for the
@@ -46,7 +62,8 @@ the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
 hard failure keeps it out.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
-		alias := fs.String("alias", "", "apply the fences and revocations of gate `NAME`")
+		alias := fs.String("alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
+		policyFile := policyFlag(fs)
 		deep := fs.Bool("deep", false, "also re-read every member and compare digests")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "members checked in parallel")
@@ -56,15 +73,24 @@ hard failure keeps it out.`,
 					return usageError{err}
 				}
 			}
+			p, err := loadPolicy(*policyFile)
+			if err != nil {
+				return err
+			}
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
 				return err
 			}
-			f, err := gateFences(ctx, st, *alias, os.Stderr)
+			f, kept, err := gateFences(ctx, st, *alias, os.Stderr)
 			if err != nil {
 				return err
 			}
-			r, err := admission.Validate(ctx, st, d, f, admission.Options{Deep: *deep, Jobs: *jobs})
+			if p == nil && kept != "" {
+				if p, err = admission.LoadPolicy(ctx, st, kept); err != nil {
+					return err
+				}
+			}
+			r, err := admission.Validate(ctx, st, d, f, admission.Options{Deep: *deep, Jobs: *jobs, Policy: p})
 			if err != nil {
 				return err
 			}
@@ -89,25 +115,27 @@ hard failure keeps it out.`,
 	},
 }
 
-// gateFences reads the fences of gate name; nil without a name, or when
-// the gate does not exist yet (said on w).
-func gateFences(ctx context.Context, st store.Store, name string, w io.Writer) (*admission.Fences, error) {
+// gateFences reads the fences of gate name and the digest of the trust
+// policy it keeps (if any); nil and "" without a name, or when the gate
+// does not exist yet (said on w).
+func gateFences(ctx context.Context, st store.Store, name string, w io.Writer) (*admission.Fences, verify.Digest, error) {
 	if name == "" {
-		return nil, nil
+		return nil, "", nil
 	}
 	g, err := gate.Open(st, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rec, err := g.Head(ctx)
 	if errors.Is(err, gate.ErrNoGate) {
 		fmt.Fprintf(w, "pinfs validate: gate %s does not exist yet: validating without fences\n", name)
-		return nil, nil
+		return nil, "", nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return admission.LoadFences(ctx, st, rec)
+	f, err := admission.LoadFences(ctx, st, rec)
+	return f, rec.Policy, err
 }
 
 // printValidation prints the summary of r, the report digest last.
@@ -124,6 +152,7 @@ func printValidation(w io.Writer, r *admission.Report, rd verify.Digest) {
 		level = "members re-read (deep)"
 	}
 	fmt.Fprintf(w, "members %d, bytes %d, %s %d, unversioned %d\n", m.Members, m.Bytes, level, m.VersionsChecked, m.Unversioned)
+	printHashing(w, r.Hashing, m.Members)
 	fmt.Fprintf(w, "sources %d (%d with a listing), parents %d (%d resolvable)\n", m.Sources, m.SourcesWithListing, m.Parents, m.ParentsResolvable)
 	fmt.Fprintf(w, "ids: %d duplicate, %d in two splits, %d orphan; tombstone hits %d, benchmark hits %d\n",
 		m.DuplicateIDs, m.IDsInTwoSplits, m.OrphanIDs, m.TombstoneHits, m.BenchmarkHits)
@@ -139,6 +168,25 @@ func printValidation(w io.Writer, r *admission.Report, rd verify.Digest) {
 		fmt.Fprintf(w, "not VALIDATED: %d hard failures (on stderr)\n", len(r.Failures))
 	}
 	fmt.Fprintln(w, rd)
+}
+
+// printHashing prints which members of members were hashed and why.
+func printHashing(w io.Writer, h *admission.Hashing, members int) {
+	if h == nil {
+		return
+	}
+	fmt.Fprintf(w, "hashed %d of %d members: %d new, %d changed, %d inherited\n", h.Hashed, members, h.New, h.Changed, h.Inherited)
+	trust := "no policy: a parent with a passing report in the store (the store is the trust root)"
+	if h.Trust == admission.TrustPolicy {
+		trust = "a parent approved under policy " + h.Policy.String()
+	}
+	fmt.Fprintf(w, "inherited from %s\n", trust)
+	for _, d := range h.Parents {
+		fmt.Fprintf(w, "trusted parent %s\n", d)
+	}
+	for _, u := range h.Untrusted {
+		fmt.Fprintf(w, "untrusted parent %s: %s\n", u.Parent, verify.Printable(u.Reason))
+	}
 }
 
 // namedMembers is how many member ids a failure line names.
