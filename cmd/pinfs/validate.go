@@ -34,8 +34,8 @@ others get a HEAD. With a trust policy (--policy FILE, or with --alias the
 policy kept with the gate) a parent is trusted when it is APPROVED under
 that policy by approvals of reports that vouch for its digests under it.
 Without one the store is the only trust root: a parent is trusted when it
-has a passing report (of this version) in the store. --deep hashes every
-member.
+has a passing report of its own in the store (a pinfs.report.v2 one, which
+hashed what it had to). --deep hashes every member.
 
 Hard failures (each named on stderr): a manifest or member table that does
 not verify; every problem verify reports (unversioned members, pinned
@@ -51,10 +51,9 @@ The report says how many members were hashed and why (new: no trusted
 parent has the path; changed: a trusted parent has it with other bytes or
 at another version; inherited: as in a trusted parent, hashed only with
 --deep) and which parents were trusted. It also holds the gate metrics:
-members, bytes, unversioned,
-sources with a listing, parents resolvable, duplicate, orphan and
-two-split ids, fence hits, the diff against the first parent and a replay
-hash of the (id, digest) set. A failing report is written too, for the
+members, bytes, unversioned, sources with a listing, parents resolvable,
+duplicate, orphan and two-split ids, fence hits, the diff against the
+first parent and a replay hash of the (id, digest) set. A failing report is written too, for the
 audit trail, but does not make the snapshot VALIDATED.
 
 Prints a summary and, on the last line, the report digest; --json prints
@@ -64,7 +63,7 @@ hard failure keeps it out.`,
 		storeURL := storeFlag(fs)
 		alias := fs.String("alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
 		policyFile := policyFlag(fs)
-		deep := fs.Bool("deep", false, "also re-read every member and compare digests")
+		deep := fs.Bool("deep", false, "re-read and hash every member, even those inherited from a trusted parent")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "members checked in parallel")
 		return func(ctx context.Context, args []string) error {

@@ -46,10 +46,12 @@
 //
 // The cache is a shortcut, not evidence. Load skips (and counts) a segment
 // whose bytes do not hash to its name, do not parse or belong to another
-// bucket, and treats a bad head as empty. A wrong entry can only make a
-// pin record a digest its member's bytes do not have, which every read
-// through the mount and `pinfs verify --deep` detect; callers also check
-// the stored outboard against the cached digest (b3.CheckOutboard).
+// bucket, and treats a bad head as empty; callers also check the stored
+// outboard against the cached digest (b3.CheckOutboard). None of that ties
+// a digest to a version's bytes: anyone who can write the store can make a
+// pin record a digest its member's bytes do not have. `pinfs validate`
+// re-hashes every member no trusted parent vouches for, so such a digest
+// never becomes VALIDATED (docs/pin-at-scale.md).
 package versions
 
 import (
