@@ -175,11 +175,11 @@ func printHashing(w io.Writer, h *admission.Hashing, members int) {
 		return
 	}
 	fmt.Fprintf(w, "hashed %d of %d members: %d new, %d changed, %d inherited\n", h.Hashed, members, h.New, h.Changed, h.Inherited)
-	trust := "no policy: a parent with a passing report in the store (the store is the trust root)"
 	if h.Trust == admission.TrustPolicy {
-		trust = "a parent approved under policy " + h.Policy.String()
+		fmt.Fprintf(w, "trust: policy %s (digests are inherited from parents approved under it)\n", h.Policy)
+	} else {
+		fmt.Fprintln(w, "trust: store, no policy (digests are inherited from parents with a passing report in the store)")
 	}
-	fmt.Fprintf(w, "inherited from %s\n", trust)
 	for _, d := range h.Parents {
 		fmt.Fprintf(w, "trusted parent %s\n", d)
 	}
