@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +189,33 @@ func TestReportVouches(t *testing.T) {
 		if got := [2]bool{tc.r.Vouches(""), tc.r.Vouches(pd)}; got != [2]bool{tc.none, tc.pd} {
 			t.Errorf("%s: vouches %v without a policy and under pd, want %v", tc.name, got, [2]bool{tc.none, tc.pd})
 		}
+	}
+}
+
+// TestV1ReportsStillLoad: a report written before hashing (v1) still
+// counts for approval, but vouches for no digest unless deep; a v2 report
+// must say what it hashed.
+func TestV1ReportsStillLoad(t *testing.T) {
+	fx := newFixture(t)
+	d := fx.pin([]verify.Member{fx.cas("a", "", "a")}, nil)
+	r := fx.validate(d, nil, Options{})
+	v2 := *r
+	r.Schema, r.Hashing = reportSchemaV1, nil
+	rd, err := Save(fx.ctx, fx.st, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ReportOK(fx.ctx, fx.st, d, rd); err != nil {
+		t.Fatalf("a passing v1 report: %v", err)
+	}
+	if got, err := LoadReport(fx.ctx, fx.st, rd); err != nil || got.Vouches("") {
+		t.Errorf("v1 report: %v, vouches %v; want it loaded, vouching for nothing", err, got != nil && got.Vouches(""))
+	}
+	v2.Hashing = nil
+	if rd, err = Save(fx.ctx, fx.st, &v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadReport(fx.ctx, fx.st, rd); !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), "with hashing false") {
+		t.Errorf("v2 report without hashing: %v, want ErrBadReport", err)
 	}
 }

@@ -148,6 +148,7 @@ func TestReportRoundTrip(t *testing.T) {
 		{"not canonical", " " + string(b), true, "canonical"},
 		{"unknown field", strings.Replace(string(b), `{"deep"`, `{"approved":true,"deep"`, 1), true, "unknown field"},
 		{"another schema", strings.Replace(string(b), ReportSchema, "pinfs.report.v0", 1), true, "schema"},
+		{"v1 with hashing", strings.Replace(string(b), ReportSchema, reportSchemaV1, 1), true, "schema pinfs.report.v1 with hashing true"},
 		{"ok with failures", strings.Replace(string(b), `"ok":false`, `"ok":true`, 1), true, "ok is true with 1 failures"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
