@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -208,23 +207,49 @@ func (m *Metrics) errCounter(err error) prometheus.Counter {
 }
 
 // Handler returns the handler Serve serves: /metrics, and the
-// net/http/pprof handlers under /debug/pprof/.
+// net/http/pprof handlers under /debug/pprof/, which refuse a profile or
+// trace longer than maxProfileSeconds.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	handlePprof(mux)
 	return mux
 }
 
 // shutdownGrace bounds how long Serve's server waits for requests in
 // progress once ctx has ended.
 const shutdownGrace = 5 * time.Second
+
+// Timeouts of the metrics server. A scrape or a profile request is small
+// and quick to send; a response may carry a profile of up to
+// maxProfileSeconds, so writeTimeout exceeds it (pprof also moves the
+// write deadline on by the profile's length).
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = maxProfileSeconds*time.Second + 30*time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
+// server returns the HTTP server Serve runs, its requests under ctx.
+func (m *Metrics) server(ctx context.Context) *http.Server {
+	srv := &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	if m.log != nil {
+		srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
+	}
+	return srv
+}
 
 // Serve listens on addr (host:port; port 0 picks a free one) and serves
 // Handler there in the background until ctx ends. It returns the bound
@@ -240,14 +265,7 @@ func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           m.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	if m.log != nil {
-		srv.ErrorLog = slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)
-	}
+	srv := m.server(ctx)
 	go srv.Serve(ln) //nolint:errcheck // ends with ErrServerClosed after Shutdown
 	go func() {
 		<-ctx.Done()
