@@ -21,7 +21,8 @@ forward: N at or below the current value is refused. A lost race is
 retried against the new record, since an advance does not depend on it.
 
 --revoke FILE lists member ids or blake3:<hex> digests (one per line, #
-comments) revoked at N, or fenced as benchmark data at N; the list is
+comments; a line starting with blake3: in any case must be blake3: and
+64 lower-case hex digits, else the file is refused, exit 2) revoked at N, or fenced as benchmark data at N; the list is
 stored content-addressed and named by the gate record. From then on no
 snapshot holding such a member is activated or admitted through NAME, and
 a snapshot built at an older watermark is not activated: build a new
@@ -49,7 +50,7 @@ manifest at the new watermark. Runs already admitted keep their digest.`,
 			if *revoke != "" {
 				var err error
 				if c.Entries, err = admission.ReadList(*revoke); err != nil {
-					return err
+					return usageError{err}
 				}
 			}
 			st, err := openStore(ctx, *storeURL)

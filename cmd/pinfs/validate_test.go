@@ -19,21 +19,7 @@ func TestValidateAppliesTheGatesFences(t *testing.T) {
 	ctx := context.Background()
 	pinDir := func(st string, files map[string]string, flags ...string) string {
 		t.Helper()
-		src := t.TempDir()
-		for p, c := range files {
-			full := filepath.Join(src, filepath.FromSlash(p))
-			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var out, errOut bytes.Buffer
-		if code := run(ctx, append([]string{"pin", src, "--store", st}, flags...), &out, &errOut); code != exitOK {
-			t.Fatalf("pin: exit %d: %s", code, errOut.String())
-		}
-		return strings.TrimSpace(out.String())
+		return pinFiles(t, st, files, flags...)
 	}
 	validate := func(want int, args ...string) string {
 		t.Helper()
@@ -77,4 +63,25 @@ func TestValidateAppliesTheGatesFences(t *testing.T) {
 		t.Errorf("validate of a manifest at the gate's fences:\n%s", out)
 	}
 	validate(exitUsage, "sha256:abc", "--store", st)
+}
+
+// pinFiles pins a directory holding files (path: content) into the local
+// store at st with pinfs pin and flags, and returns the manifest digest.
+func pinFiles(t testing.TB, st string, files map[string]string, flags ...string) string {
+	t.Helper()
+	src := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(src, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), append([]string{"pin", src, "--store", st}, flags...), &out, &errOut); code != exitOK {
+		t.Fatalf("pin: exit %d: %s", code, errOut.String())
+	}
+	return strings.TrimSpace(out.String())
 }

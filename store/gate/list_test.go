@@ -35,7 +35,7 @@ func TestPutGetList(t *testing.T) {
 	if d, n, err := PutList(ctx, st, nil); err != nil || n != 0 || d != verify.SHA256([]byte("[]")) {
 		t.Fatalf("PutList(nil) = %s, %d, %v; want the empty array", d, n, err)
 	}
-	for _, bad := range [][]string{{"a", ""}, {"\xff"}} {
+	for _, bad := range [][]string{{"a", ""}, {"\xff"}, {"a\nb"}, {"BLAKE3:" + strings.Repeat("AB", 32)}} {
 		if _, _, err := PutList(ctx, st, bad); err == nil {
 			t.Errorf("PutList(%q) accepted", bad)
 		}
@@ -58,6 +58,11 @@ func TestGetListRefuses(t *testing.T) {
 		{`[ "a"]`, "not canonical"},
 		{`{"a":1}`, "cannot unmarshal"},
 		{`null`, "not a JSON array"},
+		// An entry that is meant as a digest but is not canonical would
+		// never match a member: a store claim pinfs refuses.
+		{`["blake3:` + strings.Repeat("AB", 32) + `"]`, "blake3:<64 lower-case hex>"},
+		{`["BLAKE3:` + strings.Repeat("ab", 32) + `"]`, "blake3:<64 lower-case hex>"},
+		{`["a\u001bb"]`, "control character"},
 	} {
 		d := verify.SHA256([]byte(tc.data))
 		if err := st.Put(ctx, ListKey(d), []byte(tc.data)); err != nil {
@@ -72,5 +77,23 @@ func TestGetListRefuses(t *testing.T) {
 	tamper(t, dir, ListKey(d), `["y"]`)
 	if _, err := GetList(ctx, st, d); err == nil || !strings.Contains(err.Error(), "tampered") {
 		t.Errorf("GetList(tampered) = %v", err)
+	}
+}
+
+func TestCheckEntry(t *testing.T) {
+	hex := strings.Repeat("0123456789abcdef", 4)
+	for _, ok := range []string{"blake3:" + hex, "train/a.bin", "user/42", hex, "sha256:" + hex, "blake3", "x:blake3:" + hex} {
+		if err := CheckEntry(ok); err != nil {
+			t.Errorf("CheckEntry(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"", "\xff", "a\tb", "a\x7f",
+		"blake3:" + strings.ToUpper(hex), "BLAKE3:" + hex, "Blake3:" + hex, "blake3:" + hex[:63], "blake3:" + hex + "0",
+		"blake3:" + hex[:62] + "zz", "blake3:", "blake3: " + hex,
+	} {
+		if err := CheckEntry(bad); err == nil {
+			t.Errorf("CheckEntry(%q) accepted", bad)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/gate"
-	"github.com/pinfs/pinfs/verify"
 )
 
 // FenceChange advances a gate's tombstone watermark or benchmark fence
@@ -74,7 +73,9 @@ func Fence(ctx context.Context, st store.Store, c FenceChange) (*gate.Record, er
 
 // ReadList reads a revocation or benchmark list file: one member id or
 // blake3:<hex> digest per line; blank lines and lines starting with '#'
-// are skipped.
+// are skipped. A line gate.CheckEntry refuses (a digest that is not
+// blake3:<64 lower-case hex>, a control character) fails the whole file
+// with an error naming the file and the line.
 func ReadList(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -88,8 +89,8 @@ func ReadList(path string) ([]string, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if strings.ContainsFunc(line, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return nil, fmt.Errorf("%s:%d: control character in %q", path, n, verify.Printable(line))
+		if err := gate.CheckEntry(line); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
 		}
 		out = append(out, line)
 	}

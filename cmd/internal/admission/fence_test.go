@@ -109,6 +109,12 @@ func TestReadList(t *testing.T) {
 	for name, tc := range map[string]struct{ content, want string }{
 		"empty":   {"# nothing\n\n", "no member ids or digests"},
 		"control": {"a\nb\x1bc\n", "control:2: control character"},
+		// A digest that is not canonical is refused, naming the line:
+		// accepted, it would never match a member.
+		"upper":  {"a\n\nBLAKE3:" + strings.Repeat("AB", 32) + "\n", "upper:3: "},
+		"hex":    {"blake3:" + strings.Repeat("AB", 32) + "\n", "hex:1: "},
+		"short":  {"# c\nblake3:" + strings.Repeat("ab", 31) + "\n", "short:2: "},
+		"spaced": {"blake3: " + strings.Repeat("ab", 32) + "\n", "spaced:1: "},
 	} {
 		if _, err := ReadList(write(name, tc.content)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want %q", name, err, tc.want)

@@ -25,7 +25,8 @@ type Fences struct {
 
 // LoadFences returns the fences of gate record r, reading every
 // revocation and benchmark list it references (each verified against its
-// digest by gate.GetList).
+// digest, and its entries checked, by gate.GetList: a digest entry is
+// canonical, so it matches a member's digest exactly).
 func LoadFences(ctx context.Context, st store.Blobs, r *gate.Record) (*Fences, error) {
 	f := &Fences{
 		Gate: r.Name, Generation: r.Generation,
