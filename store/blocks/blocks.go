@@ -1,88 +1,3 @@
-// Package blocks is the verified block reader of the pinfs read path.
-// A member is read in blocks of BlockSize bytes; block i covers the
-// member's bytes [i*BlockSize, min((i+1)*BlockSize, Size)), and since
-// BlockSize is a multiple of b3.GroupSize every block can be verified on
-// its own. A read follows three files:
-//
-//	blocks.go   Slices/ReadAt: each block from the memory tier, or its call
-//	flight.go   a miss is one flight over a run of blocks (a single block is
-//	            a run of one): one request, each block verified and handed
-//	            to the tiers and its readers as soon as its bytes are in
-//	request.go  the ranged request, its stall watchdog, and the one retry loop
-//
-// plan.go decides, without I/O, when a reader is sequential, how far ahead
-// it is read and which blocks a run covers; verify.go holds the verifier
-// and the outboards; events.go the events and their reporting.
-//
-// # Verification
-//
-// Only verified bytes enter the memory tier or a caller's buffer. Memory
-// hits were verified before they entered the tier and are served as they
-// are. Every disk-tier hit is verified; one that fails is removed,
-// reported as a "mismatch" event From "disk", and fetched again: for the
-// reader that is not an error. A block fetched from the store that fails
-// (alone or in a run) is checked against a reloaded outboard (fresh=true)
-// and then fetched once more alone. One "mismatch" event From "network" is
-// reported once the outcome is known: saying "healed" when the refetched
-// copy verifies, and otherwise before the read returns an error wrapping
-// b3.ErrMismatch. No failure is remembered: the next read of the block
-// tries again.
-//
-// # Flights
-//
-// Every block being loaded has one call (store/lru's Group), which all its
-// readers join: concurrent readers of a block share one load. A read that
-// misses starts a flight over the run of blocks around it that have no
-// call and are in neither tier: for a sequential reader its aligned group
-// of Config.SpanBlocks blocks, otherwise the block alone. A sequential
-// reader's blocks ahead (up to Config.Readahead, the window doubling) are
-// started the same way before it reaches them. One goroutine runs each
-// flight, on the Reader's own context, detached from every reader: a
-// reader whose context is canceled stops waiting and returns ctx.Err(),
-// while the flight goes on for the others and still fills the caches. A
-// reader that joined a call started by someone else (another read,
-// readahead) which then fails for a reason that may pass (throttling, a
-// timeout, a broken connection) gets one fresh call of its own. The memory
-// tier finds a block as soon as it is put (store/cache's front), so no
-// block read ahead is lost before its reader comes. Blocks of a sequential
-// stream of a member larger than the disk tier's whole budget are not
-// written to disk: they would only push out everything else. Close refuses
-// new reads, cancels the flights that are still running and waits for them
-// and for the reads in progress.
-//
-// # Storage errors
-//
-// The Reader is the one retry layer of the read path for block bytes (the
-// store makes one attempt per ranged request), with one retry loop for
-// block requests and outboard loads. Every request first waits for a slot
-// of a limiter shared by all flights: a store.ErrThrottled answer halves
-// the rate at which requests may start and holds them all off for a while;
-// answers that are not throttled raise it again. Every failure that may
-// pass — throttling, server errors, refused or reset connections,
-// timeouts, a stalled or cut body — is retried with jittered exponential
-// backoff (Config.Backoff doubling up to Config.MaxBackoff, never less
-// than 1 ms) until the read timeout; so is loading a member's outboard. A
-// body cut short keeps the bytes received and asks only for the rest (at
-// once if it delivered 64 KiB or more, after a backoff otherwise); a body
-// that delivers nothing for Config.StallTimeout is cut off and retried. A
-// flight is bounded by Config.ReadTimeout from its start: past it, its
-// blocks fail with ErrReadTimeout wrapping the last failure. Config.Attempts,
-// if set, also caps the failed tries (other than throttled ones) of one
-// request or outboard load. store.ErrNotFound (the pinned version is gone)
-// is reported as a "version_missing" event, store.ErrAccessDenied,
-// store.ErrBadResponse (the wrong range) and the other permanent store
-// answers fail at once, and a load that runs out of time (or attempts) is
-// reported as "fetch_failed", one event per block. Returned errors wrap the
-// cause, so errors.Is finds the store sentinel, ErrReadTimeout,
-// b3.ErrMismatch or context.Canceled (the reader's own context only).
-//
-// # Events
-//
-// Every event is handed to Config.Reporter before the read it concerns
-// returns. If the Reporter cannot make an event durable, that read fails
-// with an error wrapping ErrNotRecorded, even when the block itself was
-// healed (a damaged copy replaced by a good one): nothing is served that
-// the run record does not account for.
 package blocks
 
 import (
@@ -134,6 +49,10 @@ type Reader struct {
 	// lim spaces the requests of every flight while the store throttles.
 	lim *limiter
 
+	// fails remembers, for failWindow, the blocks whose read failed for a
+	// reason that may pass.
+	fails *failures
+
 	// mu guards seq's states and closed.
 	mu     sync.Mutex
 	seq    *lru.Cache[b3.Sum, *seqState]
@@ -158,6 +77,7 @@ func New(cfg Config) (*Reader, error) {
 		seq:   lru.New[b3.Sum](maxSeq, func(*seqState) int64 { return 1 }),
 		ahead: make(chan struct{}, max(cfg.Readahead, 1)),
 		lim:   newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
+		fails: newFailures(),
 	}
 	// The front keeps the last blocks loaded, two windows' worth, so that
 	// readahead is never lost to the memory tier's admission policy.
@@ -237,7 +157,9 @@ func (r *Reader) enter() bool {
 // ctx.Err() promptly, while a flight it started goes on for other readers.
 // The blocks ReadAt loads are bounded by Config.ReadTimeout from its start
 // (ErrReadTimeout); a block whose call it joined and which failed for a
-// reason that may pass is loaded once more within that time.
+// reason that may pass is loaded once more within that time. A block whose
+// read failed for a reason that may pass less than failWindow ago fails at
+// once, with that failure.
 func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (int, error) {
 	vs, n, err := r.Slices(ctx, m, off, len(p))
 	k := 0
@@ -276,7 +198,7 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 	// that the blocks of a read that spans several load in parallel.
 	var pds []pending
 	for i := first; i <= last; i++ {
-		pds = append(pds, r.pend(m, i))
+		pds = append(pds, r.pend(m, i, start))
 	}
 	vs := make([][]byte, 0, len(pds))
 	got := 0
@@ -310,24 +232,33 @@ func check(m *Member, off int64) error {
 	return nil
 }
 
-// pending is a block that is either at hand (a memory hit) or loading.
+// pending is a block that is either at hand (a memory hit) or loading,
+// or whose read failed a moment ago (remembered: c has ended with that
+// failure).
 type pending struct {
-	b []byte
-	c *lru.Call[[]byte]
+	b          []byte
+	c          *lru.Call[[]byte]
+	remembered bool
 }
 
-// pend returns block i of m from the memory tier, or else its call; a
-// miss of a sequential reader starts a run over i's group of blocks.
-func (r *Reader) pend(m *Member, i int64) pending {
+// pend returns block i of m from the memory tier, or else its call: one
+// that has failed already if a read of i failed for a reason that may pass
+// less than failWindow ago (Reader.fails), or else a run's; a miss of a
+// sequential reader starts a run over i's group of blocks. The run ends
+// ReadTimeout after start.
+func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	if b, ok := r.memGet(m, i); ok {
 		return pending{b: b}
+	}
+	if err := r.fails.recent(key(m, i)); err != nil {
+		return pending{c: lru.Finished[[]byte](nil, err), remembered: true}
 	}
 	lo, hi := i, i
 	seq := r.sequential(m)
 	if seq {
 		lo, hi = runBounds(i, int64(r.cfg.SpanBlocks), numBlocks(m.Size), 0)
 	}
-	cs, first := r.startRun(m, i, lo, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()))
+	cs, first := r.startRun(m, i, lo, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()), start)
 	return pending{c: cs[i-first]}
 }
 
@@ -335,19 +266,29 @@ func (r *Reader) pend(m *Member, i int64) pending {
 // the call started before the read (at start; another read or readahead
 // started it) and failed for a reason that may pass, it may have started
 // during a fault that is over: get starts or joins a fresh call, once,
-// that ends by the read's own deadline.
+// that ends by the read's own deadline (start + ReadTimeout), so that no
+// read waits longer than that. A failure that may pass which the read
+// then returns (not ctx's, not one pend remembered) is remembered for
+// failWindow: the kernel reads a page once more after its read failed,
+// and that read, or any other of the block within the window, fails at
+// once instead of waiting a read timeout again.
 func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start time.Time) ([]byte, error) {
 	if pd.c == nil {
 		return pd.b, nil
 	}
 	b, err := pd.c.Wait(ctx)
-	if err == nil || !pd.c.Started().Before(start) || !passing(err) || ctx.Err() != nil ||
-		time.Since(start) >= r.cfg.ReadTimeout {
+	if err == nil || pd.remembered {
 		return b, err
 	}
-	r.st.freshFlights.Add(1)
-	cs, first := r.startRun(m, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()))
-	return cs[i-first].Wait(ctx)
+	if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
+		r.st.freshFlights.Add(1)
+		cs, first := r.startRun(m, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
+		b, err = cs[i-first].Wait(ctx)
+	}
+	if err != nil && ctx.Err() == nil && passing(err) {
+		r.fails.add(key(m, i), err)
+	}
+	return b, err
 }
 
 // passing reports whether a load that failed with err may succeed if it is

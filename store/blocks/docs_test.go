@@ -11,7 +11,8 @@ import (
 )
 
 // TestDocsNumbers pins the defaults docs/mount.md states to the code: the
-// readahead window, the memory tier's front, the read and stall timeouts.
+// readahead window, the memory tier's front, the read and stall timeouts,
+// the window a failed block fails at once.
 func TestDocsNumbers(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/mount.md")
 	if err != nil {
@@ -31,6 +32,7 @@ func TestDocsNumbers(t *testing.T) {
 		{"memory tier front (MiB)", `loaded\s+\((\d+)\s+MiB\s+by\s+default`, r.mem.FrontLimit() >> 20},
 		{"read timeout (s)", "`--read-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.ReadTimeout / time.Second)},
 		{"stall timeout (s)", "`--stall-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.StallTimeout / time.Second)},
+		{"failure window (s)", `for\s+every\s+read\s+of\s+it\s+in\s+the\s+next\s+(\d+)\s+s`, int64(failWindow / time.Second)},
 	} {
 		m := regexp.MustCompile(c.re).FindSubmatch(doc)
 		if m == nil {

@@ -71,7 +71,7 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	disk := putOnDisk(true, m.Size, r.disk.Limit())
 	for i := from; i <= to; {
 		lo, hi := runBounds(i, int64(r.cfg.SpanBlocks), nb, from)
-		cs, first := r.startRun(m, i, lo, hi, runAhead, disk)
+		cs, first := r.startRun(m, i, lo, hi, runAhead, disk, time.Time{})
 		if cs == nil {
 			return
 		}
@@ -97,8 +97,9 @@ func (r *Reader) sequential(m *Member) bool {
 // lo..hi that have no call and are in neither tier, asking the store for
 // them in one request (a block the disk tier holds is loaded alone). A
 // readahead run needs a free token: without one startRun returns nil.
-// The run ends ReadTimeout from now.
-func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool) ([]*lru.Call[[]byte], int64) {
+// The run ends ReadTimeout after start (the read's start; zero: from
+// now).
+func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[[]byte], int64) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -128,8 +129,11 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool) (
 		r.wg.Done()
 		return []*lru.Call[[]byte]{c}, i
 	}
+	if start.IsZero() {
+		start = c.Started()
+	}
 	ru := &run{m: *m, first: i, calls: []*lru.Call[[]byte]{c}, q0: i, q1: i,
-		deadline: c.Started().Add(r.cfg.ReadTimeout), ahead: ahead, disk: disk}
+		deadline: start.Add(r.cfg.ReadTimeout), ahead: ahead, disk: disk}
 	if onDisk {
 		ru.q0, ru.q1 = i+1, i // load it alone; no run around it
 	} else {
@@ -271,12 +275,16 @@ func (r *Reader) fly(ru *run) {
 // complete hands a loaded block to the memory tier, which finds it at once,
 // and to its call's waiters, then to the disk tier; the call is forgotten
 // last, so that a reader who arrives in between joins it instead of
-// fetching again.
+// fetching again. A block that loads is no longer remembered as failed
+// (Reader.fails).
 func (r *Reader) complete(ru *run, i int64, data []byte, src source, err error) {
 	k := key(&ru.m, i)
 	c := ru.calls[i-ru.first]
-	if err == nil && src != fromMem {
-		r.mem.Put(k, data)
+	if err == nil {
+		if src != fromMem {
+			r.mem.Put(k, data)
+		}
+		r.fails.forget(k)
 	}
 	c.Set(data, err)
 	if err == nil && src == fromNetwork && ru.disk {

@@ -69,7 +69,7 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 			}
 		}
 		start := time.Now()
-		cs, first := r.startRun(m, i, i, min(i+span, nb)-1, runWarm, false)
+		cs, first := r.startRun(m, i, i, min(i+span, nb)-1, runWarm, false, time.Time{})
 		for j, c := range cs {
 			queue = append(queue, loading{first + int64(j), c, start})
 		}

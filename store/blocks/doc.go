@@ -1,0 +1,100 @@
+// Package blocks is the verified block reader of the pinfs read path.
+// A member is read in blocks of BlockSize bytes; block i covers the
+// member's bytes [i*BlockSize, min((i+1)*BlockSize, Size)), and since
+// BlockSize is a multiple of b3.GroupSize every block can be verified on
+// its own. A read follows three files:
+//
+//	blocks.go   Slices/ReadAt: each block from the memory tier, or its call
+//	flight.go   a miss is one flight over a run of blocks (a single block is
+//	            a run of one): one request, each block verified and handed
+//	            to the tiers and its readers as soon as its bytes are in
+//	request.go  the ranged request, its stall watchdog, and the one retry loop
+//
+// plan.go decides, without I/O, when a reader is sequential, how far ahead
+// it is read and which blocks a run covers; verify.go holds the verifier
+// and the outboards; events.go the events and their reporting;
+// failures.go the failures remembered for a moment (see below).
+//
+// # Verification
+//
+// Only verified bytes enter the memory tier or a caller's buffer. Memory
+// hits were verified before they entered the tier and are served as they
+// are. Every disk-tier hit is verified; one that fails is removed,
+// reported as a "mismatch" event From "disk", and fetched again: for the
+// reader that is not an error. A block fetched from the store that fails
+// (alone or in a run) is checked against a reloaded outboard (fresh=true)
+// and then fetched once more alone. One "mismatch" event From "network" is
+// reported once the outcome is known: saying "healed" when the refetched
+// copy verifies, and otherwise before the read returns an error wrapping
+// b3.ErrMismatch. Such a failure is not remembered: the next read of the
+// block tries again (see Storage errors for those that are).
+//
+// # Flights
+//
+// Every block being loaded has one call (store/lru's Group), which all its
+// readers join: concurrent readers of a block share one load. A read that
+// misses starts a flight over the run of blocks around it that have no
+// call and are in neither tier: for a sequential reader its aligned group
+// of Config.SpanBlocks blocks, otherwise the block alone. A sequential
+// reader's blocks ahead (up to Config.Readahead, the window doubling) are
+// started the same way before it reaches them. One goroutine runs each
+// flight, on the Reader's own context, detached from every reader: a
+// reader whose context is canceled stops waiting and returns ctx.Err(),
+// while the flight goes on for the others and still fills the caches. A
+// reader that joined a call started by someone else (another read,
+// readahead) which then fails for a reason that may pass (throttling, a
+// timeout, a broken connection) gets one fresh call of its own. The memory
+// tier finds a block as soon as it is put (store/cache's front), so no
+// block read ahead is lost before its reader comes. Blocks of a sequential
+// stream of a member larger than the disk tier's whole budget are not
+// written to disk: they would only push out everything else. Close refuses
+// new reads, cancels the flights that are still running and waits for them
+// and for the reads in progress.
+//
+// # Storage errors
+//
+// The Reader is the one retry layer of the read path for block bytes (the
+// store makes one attempt per ranged request), with one retry loop for
+// block requests and outboard loads. Every request first waits for a slot
+// of a limiter shared by all flights: a store.ErrThrottled answer halves
+// the rate at which requests may start and holds them all off for a while;
+// answers that are not throttled raise it again. Every failure that may
+// pass — throttling, server errors, refused or reset connections,
+// timeouts, a stalled or cut body — is retried with jittered exponential
+// backoff (Config.Backoff doubling up to Config.MaxBackoff, never less
+// than 1 ms) until the read timeout; so is loading a member's outboard. A
+// body cut short keeps the bytes received and asks only for the rest (at
+// once if it delivered 64 KiB or more, after a backoff otherwise); a body
+// that delivers nothing for Config.StallTimeout is cut off and retried. A
+// flight is bounded by Config.ReadTimeout from its start: past it, its
+// blocks fail with ErrReadTimeout wrapping the last failure. Config.Attempts,
+// if set, also caps the failed tries (other than throttled ones) of one
+// request or outboard load. store.ErrNotFound (the pinned version is gone)
+// is reported as a "version_missing" event, store.ErrAccessDenied,
+// store.ErrBadResponse (the wrong range) and the other permanent store
+// answers fail at once, and a load that runs out of time (or attempts) is
+// reported as "fetch_failed", one event per block. Returned errors wrap the
+// cause, so errors.Is finds the store sentinel, ErrReadTimeout,
+// b3.ErrMismatch or context.Canceled (the reader's own context only).
+//
+// # Failures remembered
+//
+// A read that returns a failure that may pass (a timeout, throttling, a
+// 5xx) remembers it for its block for failWindow (5 s): every read of the
+// block within that time fails at once with it, without a request or an
+// event; past it the block is fetched afresh. The kernel reads a page once
+// more after its read failed, and that second read would otherwise wait a
+// whole read timeout again. A read that fails at once does not restart the
+// window; a read that was interrupted, readahead no read waited for and
+// Warm remember nothing; a block that loads is forgotten. Final failures
+// (verification, permanent store answers, ErrNotRecorded) are never
+// remembered.
+//
+// # Events
+//
+// Every event is handed to Config.Reporter before the read it concerns
+// returns. If the Reporter cannot make an event durable, that read fails
+// with an error wrapping ErrNotRecorded, even when the block itself was
+// healed (a damaged copy replaced by a good one): nothing is served that
+// the run record does not account for.
+package blocks

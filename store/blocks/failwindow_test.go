@@ -1,0 +1,135 @@
+package blocks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+)
+
+// fetchFailed counts the fetch_failed events the recorder holds.
+func (e *env) fetchFailed() int {
+	n := 0
+	for _, ev := range e.rec.all() {
+		if ev.Kind == KindFetchFailed {
+			n++
+		}
+	}
+	return n
+}
+
+// A block whose flight failed for a reason that may pass (here every
+// request answers 5xx until the read timeout) fails at once for a read
+// that comes right after, as the kernel's retry of the page does: no
+// second round of requests, no second event, the same cause.
+func TestRetryableFailureFailsAtOnce(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	m := e.member(BlockSize)
+	e.store.Faults = func(request, int) fault { return fault{Err: errServer} }
+	p := make([]byte, 4096)
+	if _, err := r.ReadAt(context.Background(), m, p, 0); !errors.Is(err, ErrReadTimeout) || !errors.Is(err, errServer) {
+		t.Fatalf("first read: %v; want ErrReadTimeout wrapping the 5xx", err)
+	}
+	requests, events := len(e.store.requests()), e.fetchFailed()
+	if requests == 0 || events != 1 {
+		t.Fatalf("first read: %d requests, %d fetch_failed events", requests, events)
+	}
+	_, err := r.ReadAt(context.Background(), m, p, 4096)
+	if !errors.Is(err, ErrReadTimeout) || !errors.Is(err, errServer) {
+		t.Fatalf("second read: %v; want the first one's failure", err)
+	}
+	if q, ev := len(e.store.requests()), e.fetchFailed(); q != requests || ev != events {
+		t.Fatalf("second read: %d requests and %d events after %d and %d; want none more", q, ev, requests, events)
+	}
+}
+
+// Past the window the block is tried afresh: once the store answers, the
+// read gets the pinned bytes.
+func TestRetryableFailureWindowEnds(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	var skew atomic.Int64 // the failure memo's clock runs this far ahead
+	r.fails.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	m := e.member(BlockSize)
+	var down atomic.Bool
+	down.Store(true)
+	e.store.Faults = func(request, int) fault {
+		if down.Load() {
+			return fault{Err: errServer}
+		}
+		return fault{}
+	}
+	p := make([]byte, BlockSize)
+	if _, err := r.ReadAt(context.Background(), m, p, 0); !errors.Is(err, errServer) {
+		t.Fatalf("read while the store fails: %v", err)
+	}
+	down.Store(false)
+	requests := len(e.store.requests())
+	if _, err := r.ReadAt(context.Background(), m, p, 0); !errors.Is(err, errServer) || len(e.store.requests()) != requests {
+		t.Fatalf("read within the window: %v after %d requests (%d before)", err, len(e.store.requests()), requests)
+	}
+	skew.Store(int64(failWindow + time.Second))
+	if _, err := r.ReadAt(context.Background(), m, p, 0); err != nil || !bytes.Equal(p, e.data[m.Digest]) {
+		t.Fatalf("read after the window: %v", err)
+	}
+	if len(e.store.requests()) == requests {
+		t.Fatal("the read after the window sent no request")
+	}
+}
+
+// A failure that is final (the version is gone) is not remembered: every
+// read asks the store and reports it, as before.
+func TestFinalFailureNotRemembered(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	m := e.member(BlockSize)
+	e.store.Faults = func(request, int) fault { return fault{Err: store.ErrNotFound} }
+	for k := 1; k <= 2; k++ {
+		if _, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("read %d: %v", k, err)
+		}
+		if q := len(e.store.requests()); q != k {
+			t.Fatalf("read %d: %d requests; want %d", k, q, k)
+		}
+	}
+	if st := r.Stats(); st.VersionMissing != 2 {
+		t.Fatalf("stats %+v; want 2 version_missing events", st)
+	}
+}
+
+// A read that was interrupted got no failure, so none is remembered: the
+// flight it started fails after it left, and the next read asks the store.
+func TestInterruptedReadRemembersNothing(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
+	m := e.member(BlockSize)
+	hold := make(chan struct{})
+	e.store.Faults = func(q request, seen int) fault {
+		if seen == 0 {
+			return fault{Err: errServer, Wait: hold}
+		}
+		return fault{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	interrupted := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(ctx, m, make([]byte, 10), 0)
+		interrupted <- err
+	}()
+	waitFor(t, func() bool { return len(e.store.requests()) == 1 })
+	cancel()
+	if err := <-interrupted; !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted read: %v", err)
+	}
+	close(hold)
+	waitFor(t, func() bool { return e.fetchFailed() == 1 })
+	p := make([]byte, BlockSize)
+	if _, err := r.ReadAt(context.Background(), m, p, 0); err != nil || !bytes.Equal(p, e.data[m.Digest]) {
+		t.Fatalf("read after an interrupted one: %v", err)
+	}
+}
