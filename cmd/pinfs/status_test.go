@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,9 +13,7 @@ import (
 // statusRun runs pinfs status with args in-process.
 func statusRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(t.Context(), append([]string{"status"}, args...), &out, &errb)
-	return code, out.String(), errb.String()
+	return runPinfs(t, append([]string{"status"}, args...)...)
 }
 
 func TestMountpointArg(t *testing.T) {

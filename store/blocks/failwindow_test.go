@@ -22,6 +22,22 @@ func (e *env) fetchFailed() int {
 	return n
 }
 
+// heldFailure returns a Reader that makes one attempt per fetch, and a
+// member whose first request waits for hold to be closed and then fails
+// with errServer; every later request is served.
+func (e *env) heldFailure() (*Reader, *Member, chan struct{}) {
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
+	m := e.member(BlockSize)
+	hold := make(chan struct{})
+	e.store.Faults = func(q request, seen int) fault {
+		if seen == 0 {
+			return fault{Err: errServer, Wait: hold}
+		}
+		return fault{}
+	}
+	return r, m, hold
+}
+
 // A block whose flight failed for a reason that may pass (here every
 // request answers 5xx until the read timeout) fails at once for a read
 // that comes right after, as the kernel's retry of the page does: no
@@ -106,15 +122,7 @@ func TestFinalFailureNotRemembered(t *testing.T) {
 // flight it started fails after it left, and the next read asks the store.
 func TestInterruptedReadRemembersNothing(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
-	m := e.member(BlockSize)
-	hold := make(chan struct{})
-	e.store.Faults = func(q request, seen int) fault {
-		if seen == 0 {
-			return fault{Err: errServer, Wait: hold}
-		}
-		return fault{}
-	}
+	r, m, hold := e.heldFailure()
 	ctx, cancel := context.WithCancel(context.Background())
 	interrupted := make(chan error, 1)
 	go func() {

@@ -123,15 +123,7 @@ func TestLimiterShared(t *testing.T) {
 // started the flight gets the failure.
 func TestJoinerGetsFreshAttempt(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
-	m := e.member(BlockSize)
-	hold := make(chan struct{})
-	e.store.Faults = func(q request, seen int) fault {
-		if seen == 0 {
-			return fault{Err: errServer, Wait: hold}
-		}
-		return fault{}
-	}
+	r, m, hold := e.heldFailure()
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
