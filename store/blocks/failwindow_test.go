@@ -141,3 +141,42 @@ func TestInterruptedReadRemembersNothing(t *testing.T) {
 		t.Fatalf("read after an interrupted one: %v", err)
 	}
 }
+
+// A read that joined a flight started before it, which then fails for a
+// reason that may pass, gets a fresh flight that ends by the read's own
+// deadline, not a read timeout after the first flight failed: no read
+// waits longer than the read timeout.
+func TestFreshFlightEndsByTheReadsDeadline(t *testing.T) {
+	e := newEnv(t)
+	const readTimeout = 400 * time.Millisecond
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
+	m := e.member(BlockSize)
+	e.store.Faults = func(request, int) fault { return fault{Hang: true} }
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
+		first <- err
+	}()
+	waitFor(t, func() bool { return len(e.store.requests()) == 1 })
+	joined := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
+		joined <- err
+	}()
+	waitFor(t, func() bool { return r.Stats().Joined == 1 })
+	joinedBy := time.Now() // the joining read started before this
+	if err := <-first; !errors.Is(err, ErrReadTimeout) {
+		t.Fatalf("the read that started the flight: %v", err)
+	}
+	if err := <-joined; !errors.Is(err, ErrReadTimeout) {
+		t.Fatalf("the read that joined: %v", err)
+	}
+	ends := e.store.deadlines()
+	if st := r.Stats(); st.FreshFlights != 1 || len(ends) != 2 {
+		t.Fatalf("stats %+v, %d requests; want 1 fresh flight, 2 requests", st, len(ends))
+	}
+	if fresh := ends[1]; fresh.IsZero() || fresh.After(joinedBy.Add(readTimeout)) {
+		t.Fatalf("the fresh flight's deadline is %v after the joining read started; want at most the read timeout %v",
+			fresh.Sub(joinedBy), readTimeout)
+	}
+}

@@ -39,6 +39,7 @@ type fakeStore struct {
 	mu     sync.Mutex
 	objs   map[store.Object][]byte
 	reqs   []request
+	ends   []time.Time // the deadline of each request's context, zero if none
 	Faults func(req request, seen int) fault
 	Delay  time.Duration // before each response
 	Quiet  bool          // keep no request log (benchmarks)
@@ -60,6 +61,8 @@ func (s *fakeStore) ReadRange(ctx context.Context, obj store.Object, off, n int6
 	}
 	if !s.Quiet {
 		s.reqs = append(s.reqs, req)
+		end, _ := ctx.Deadline()
+		s.ends = append(s.ends, end)
 	}
 	var f fault
 	if s.Faults != nil {
@@ -123,6 +126,13 @@ func (s *fakeStore) requests() []request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]request(nil), s.reqs...)
+}
+
+// deadlines returns the deadline of each request so far, in order.
+func (s *fakeStore) deadlines() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.ends...)
 }
 
 // perBlock counts how often each block of each object was requested
