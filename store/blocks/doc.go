@@ -43,7 +43,8 @@
 // while the flight goes on for the others and still fills the caches. A
 // reader that joined a call started by someone else (another read,
 // readahead) which then fails for a reason that may pass (throttling, a
-// timeout, a broken connection) gets one fresh call of its own. The memory
+// timeout, a broken connection) gets one fresh call of its own, which ends
+// by that reader's own deadline. The memory
 // tier finds a block as soon as it is put (store/cache's front), so no
 // block read ahead is lost before its reader comes. Blocks of a sequential
 // stream of a member larger than the disk tier's whole budget are not
