@@ -44,9 +44,9 @@
 // reader that joined a call started by someone else (another read,
 // readahead) which then fails for a reason that may pass (throttling, a
 // timeout, a broken connection) gets one fresh call of its own, which ends
-// by that reader's own deadline. The memory
-// tier finds a block as soon as it is put (store/cache's front), so no
-// block read ahead is lost before its reader comes. Blocks of a sequential
+// by that reader's own deadline. The memory tier finds a block as soon as
+// it is put (store/cache's front), so no block read ahead is lost before
+// its reader comes. Blocks of a sequential
 // stream of a member larger than the disk tier's whole budget are not
 // written to disk: they would only push out everything else. Close refuses
 // new reads, cancels the flights that are still running and waits for them
