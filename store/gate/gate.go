@@ -46,6 +46,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/user"
+	"sync"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -63,19 +64,25 @@ const (
 	maxPause   = 200 * time.Millisecond
 )
 
-// Store is a store in which gates can be kept: blobs plus a conditional
-// replace of one key.
+// Store is a store in which gates can be kept: blobs, a conditional
+// replace of one key, and a listing (to see whether a gate without a head
+// has history).
 type Store interface {
 	store.Blobs
 	store.Swapper
+	store.KeyLister
 }
 
-// Gate is the gate of one alias in one store. It holds no state of its
-// own, so it is safe for concurrent use, and so are gates of the same name
-// opened in other processes: they agree through the store.
+// Gate is the gate of one alias in one store. Its only state is the
+// records whose history it has checked, which never change (under mu), so
+// it is safe for concurrent use, and so are gates of the same name opened
+// in other processes: they agree through the store.
 type Gate struct {
 	st   Store
 	name string
+
+	mu    sync.Mutex
+	known map[verify.Digest]*Record // by RecordDigest; each one's chain to generation 1 was checked
 }
 
 // HeadKey is the store key of gate name's current record.
@@ -86,17 +93,21 @@ func RecordKey(name string, d verify.Digest) string {
 	return "gates/" + name + "/records/sha256/" + d.Hex()
 }
 
-// Open returns the gate name in st. It refuses a bad name, and a store
-// that cannot replace a key conditionally (an error wrapping
-// store.ErrNotExclusive): without that, two commits could both win.
+// Open returns the gate name in st. It refuses a bad name, a store that
+// cannot replace a key conditionally (an error wrapping
+// store.ErrNotExclusive): without that, two commits could both win; and
+// one that cannot list keys.
 func Open(st store.Blobs, name string) (*Gate, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
 	}
-	s, ok := st.(Store)
-	if !ok {
+	if _, ok := st.(store.Swapper); !ok {
 		return nil, fmt.Errorf("gate %s: the store %v cannot do conditional writes (compare-and-swap), which the gate needs: %w",
 			name, describe(st), store.ErrNotExclusive)
+	}
+	s, ok := st.(Store)
+	if !ok {
+		return nil, fmt.Errorf("gate %s: the store %v cannot list keys, which the gate needs to check its history", name, describe(st))
 	}
 	return &Gate{st: s, name: name}, nil
 }
@@ -111,16 +122,25 @@ func describe(st store.Blobs) string {
 // Name returns the gate's name.
 func (g *Gate) Name() string { return g.name }
 
-// Head returns the current record. It fails with an error wrapping ErrNoGate
-// if the gate does not exist, and refuses a head that is not a well-formed
-// record of this gate in canonical JSON.
+// Head returns the current record, once its history checks out (see Log):
+// a head is only trusted as the newest link of a chain that reaches
+// generation 1. Each record's chain is checked once per Gate. It fails with an error wrapping ErrNoGate if the gate does
+// not exist, and refuses a head that is not a well-formed record of this
+// gate in canonical JSON or whose chain is broken.
 func (g *Gate) Head(ctx context.Context) (*Record, error) {
-	r, _, _, err := g.load(ctx)
-	return r, err
+	head, d, _, err := g.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := g.chain(ctx, head, d, true); err != nil {
+		return nil, err
+	}
+	return head, nil
 }
 
 // load reads the head and returns it with the digest of its bytes and the
-// store's revision of them.
+// store's revision of them. It does not check the head's history (chain
+// does).
 func (g *Gate) load(ctx context.Context) (*Record, verify.Digest, string, error) {
 	data, rev, err := g.st.Load(ctx, HeadKey(g.name))
 	if errors.Is(err, store.ErrNotFound) {
@@ -145,7 +165,9 @@ func (g *Gate) load(ctx context.Context) (*Record, verify.Digest, string, error)
 // package documentation); it is stored under records/ before the head is
 // swapped to it.
 //
-// If another commit wins first, Update without retry fails with an error
+// The current head must be the newest link of an intact history (see
+// Log); a gate without a head whose records/ hold records is not created
+// again (see checkNew). If another commit wins first, Update without retry fails with an error
 // wrapping store.ErrConflict that says where the gate moved; with retry it
 // reads the head again and calls fn again, after a jittered pause, up to 50
 // times. A store that cannot make the write conditional fails with an
@@ -154,7 +176,13 @@ func (g *Gate) load(ctx context.Context) (*Record, verify.Digest, string, error)
 func (g *Gate) Update(ctx context.Context, retry bool, fn func(cur *Record) (*Record, error)) (*Record, error) {
 	for attempt := 1; ; attempt++ {
 		cur, curDigest, rev, err := g.load(ctx)
-		if err != nil && !errors.Is(err, ErrNoGate) {
+		switch {
+		case errors.Is(err, ErrNoGate):
+			err = g.checkNew(ctx)
+		case err == nil:
+			_, err = g.chain(ctx, cur, curDigest, true)
+		}
+		if err != nil {
 			return nil, err
 		}
 		var arg *Record

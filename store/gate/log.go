@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -24,22 +25,68 @@ func (g *Gate) Log(ctx context.Context) ([]*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.record(ctx, d, head.Generation); err != nil {
-		return nil, err
-	}
+	return g.chain(ctx, head, d, false)
+}
+
+// chain returns head, whose bytes have digest d, and every record its Prev
+// chain reaches, newest first, checking every link (see Log). A record
+// whose chain was checked once is remembered (it names its predecessor by
+// digest, so its history cannot change); with useKnown a walk stops at
+// one, and without it (Log) every link is read and checked again.
+func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnown bool) ([]*Record, error) {
 	out := []*Record{head}
-	for cur := head; cur.Prev != ""; {
-		prev, err := g.record(ctx, cur.Prev, cur.Generation-1)
-		if err != nil {
+	if !useKnown || !g.isKnown(d) {
+		if _, err := g.record(ctx, d, head.Generation); err != nil {
 			return nil, err
 		}
-		if err := checkSuccessor(prev, cur.Prev, cur); err != nil {
-			return nil, fmt.Errorf("gate %s: broken history: %w", g.name, err)
+		for cur := head; cur.Prev != ""; {
+			if useKnown && g.isKnown(cur.Prev) {
+				break
+			}
+			prev, err := g.record(ctx, cur.Prev, cur.Generation-1)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkSuccessor(prev, cur.Prev, cur); err != nil {
+				return nil, fmt.Errorf("gate %s: broken history: %w", g.name, err)
+			}
+			out = append(out, prev)
+			cur = prev
 		}
-		out = append(out, prev)
-		cur = prev
 	}
-	return out, nil
+	return g.remember(out), nil
+}
+
+// isKnown reports whether the chain of the record with digest d was
+// checked.
+func (g *Gate) isKnown(d verify.Digest) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.known[d]
+	return ok
+}
+
+// remember adds checked, a newest-first run of records whose last one is
+// generation 1 or has a known predecessor, to the known records, and
+// returns copies of the whole history from checked[0] down to generation
+// 1.
+func (g *Gate) remember(checked []*Record) []*Record {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.known == nil {
+		g.known = map[verify.Digest]*Record{}
+	}
+	for _, r := range checked {
+		g.known[r.RecordDigest()] = r.clone()
+	}
+	out := make([]*Record, 0, checked[0].Generation)
+	for r := g.known[checked[0].RecordDigest()]; r != nil; r = g.known[r.Prev] {
+		out = append(out, r.clone())
+		if r.Prev == "" {
+			break
+		}
+	}
+	return out
 }
 
 // record reads and checks the record with digest d, which the history
@@ -81,4 +128,46 @@ func Names(ctx context.Context, l store.KeyLister) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// settle bounds how long checkNew waits for a head to appear over records
+// that a concurrent first commit may have stored just before its swap.
+var settle = 2 * time.Second
+
+// checkNew is Update's check before it creates the gate: records/ must
+// hold no record. A record there with no head is either a concurrent first
+// commit between storing its record and swapping the head in, or the
+// history of a gate whose head was deleted (on S3 a delete marker does not
+// stop If-None-Match), which a new generation 1 would silently drop,
+// fences and all. It waits up to settle for a head to appear (then the
+// create loses its swap like any other lost race) and otherwise refuses.
+func (g *Gate) checkNew(ctx context.Context) error {
+	prefix := "gates/" + g.name + "/records/"
+	deadline := time.Now().Add(settle)
+	for {
+		keys, err := g.st.List(ctx, prefix)
+		if err != nil {
+			return fmt.Errorf("gate %s: list %s: %w", g.name, prefix, err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		_, _, err = g.st.Load(ctx, HeadKey(g.name))
+		switch {
+		case err == nil:
+			return nil // created meanwhile: the swap from "" loses
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("gate %s: %w", g.name, err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("gate %s: %s is missing but %s holds %d records of its history: refusing to create the gate again at generation 1 (restore the head from the newest record there, or delete %s if the gate never had a head)",
+				g.name, HeadKey(g.name), prefix, len(keys), prefix)
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
