@@ -63,7 +63,7 @@ func LoadPolicy(path string) (*Policy, error) {
 	if len(data) > maxPolicyBytes {
 		return nil, fmt.Errorf("trust policy %s: larger than %d bytes", path, maxPolicyBytes)
 	}
-	p, err := parsePolicy(data, filepath.Dir(path))
+	p, err := parsePolicy(data, filepath.Dir(path), true)
 	if err != nil {
 		return nil, fmt.Errorf("trust policy %s: %w", path, err)
 	}
@@ -79,14 +79,29 @@ func LoadPolicy(path string) (*Policy, error) {
 // approver that is not an ed25519 public key or cannot be read, and the same
 // key listed twice (so that the threshold always counts distinct keys).
 func ParsePolicy(data []byte, dir string) (*Policy, error) {
-	p, err := parsePolicy(data, dir)
+	p, err := parsePolicy(data, dir, true)
 	if err != nil {
 		return nil, fmt.Errorf("trust policy: %w", err)
 	}
 	return p, nil
 }
 
-func parsePolicy(data []byte, dir string) (*Policy, error) {
+// ParseKeptPolicy parses a trust policy kept in a store (what Canonical
+// writes): as ParsePolicy, but every approver must be inline PEM. An entry
+// that names a key file is refused and no file is opened, since bytes read
+// back from a store must not make pinfs read local files (a key of the
+// caller's, or a FIFO that never answers).
+func ParseKeptPolicy(data []byte) (*Policy, error) {
+	p, err := parsePolicy(data, "", false)
+	if err != nil {
+		return nil, fmt.Errorf("trust policy: %w", err)
+	}
+	return p, nil
+}
+
+// parsePolicy parses a policy; key files named in it are read relative to
+// dir when files is set, and refused otherwise.
+func parsePolicy(data []byte, dir string, files bool) (*Policy, error) {
 	var pf policyFile
 	if err := strictJSON(data, &pf); err != nil {
 		return nil, fmt.Errorf("not a policy: %v", err)
@@ -97,7 +112,7 @@ func parsePolicy(data []byte, dir string) (*Policy, error) {
 	p := &Policy{keys: map[string]ed25519.PublicKey{}}
 	where := map[string]int{}
 	for i, a := range pf.Approvers {
-		pub, err := approverKey(a, dir)
+		pub, err := approverKey(a, dir, files)
 		if err != nil {
 			return nil, fmt.Errorf("approver %d: %w", i+1, err)
 		}
@@ -133,8 +148,9 @@ func parsePolicy(data []byte, dir string) (*Policy, error) {
 	return p, nil
 }
 
-// approverKey parses an approver entry: inline PEM or a key file.
-func approverKey(a, dir string) (ed25519.PublicKey, error) {
+// approverKey parses an approver entry: inline PEM or, when files is set,
+// a key file.
+func approverKey(a, dir string, files bool) (ed25519.PublicKey, error) {
 	if strings.HasPrefix(strings.TrimSpace(a), "-----BEGIN") {
 		pub, err := ParsePublicKey([]byte(a))
 		if err != nil {
@@ -144,6 +160,9 @@ func approverKey(a, dir string) (ed25519.PublicKey, error) {
 	}
 	if a == "" {
 		return nil, errors.New("empty key file name")
+	}
+	if !files {
+		return nil, fmt.Errorf("names the key file %q: a policy kept in a store must carry its keys inline (PEM)", a)
 	}
 	path := a
 	if !filepath.IsAbs(path) {
@@ -191,7 +210,7 @@ func (p *Policy) Keys() []ed25519.PublicKey {
 
 // Canonical returns the policy self-contained, to be kept in a store:
 // canonical JSON with every approver key inline (PEM) in key-id order.
-// ParsePolicy(Canonical(), "") gives a policy with the same Digest.
+// ParseKeptPolicy(Canonical()) gives a policy with the same Digest.
 func (p *Policy) Canonical() ([]byte, error) {
 	pf := policyFile{Threshold: &p.threshold, Roles: p.roles}
 	for _, pub := range p.Keys() {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pinfs/pinfs/verify"
@@ -248,7 +249,7 @@ func TestCanonicalPolicyParsesBackToTheSamePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := ParsePolicy(b, "")
+	q, err := ParseKeptPolicy(b)
 	if err != nil {
 		t.Fatalf("canonical policy does not parse back: %v\n%s", err, b)
 	}
@@ -257,5 +258,20 @@ func TestCanonicalPolicyParsesBackToTheSamePolicy(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("BEGIN PUBLIC KEY")) {
 		t.Fatalf("canonical policy is not self-contained:\n%s", b)
+	}
+}
+
+// TestParseKeptPolicyOpensNoFile: a kept policy that names a key file is
+// refused without opening it (a FIFO there would block an open forever).
+func TestParseKeptPolicyOpensNoFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "alice.pub")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{fifo, "alice.pub"} {
+		b, _ := json.Marshal(map[string]any{"approvers": []string{name}, "threshold": 1})
+		if _, err := ParseKeptPolicy(b); err == nil || !strings.Contains(err.Error(), "must carry its keys inline") {
+			t.Fatalf("ParseKeptPolicy naming %s = %v; want a refusal", name, err)
+		}
 	}
 }

@@ -19,14 +19,18 @@ var ErrNoPolicy = errors.New("no trust policy: pass --policy FILE")
 // inline) and named by its digest.
 func policyKey(d verify.Digest) string { return "policies/sha256/" + d.Hex() }
 
-// SavePolicy keeps p in the store, self-contained, so that a gate can
-// name it by its digest (p.Digest()), which it returns.
+// SavePolicy keeps p in the store, self-contained (every key inline, as
+// LoadPolicy requires), so that a gate can name it by its digest
+// (p.Digest()), which it returns.
 func SavePolicy(ctx context.Context, st store.Blobs, p *sign.Policy) (verify.Digest, error) {
 	b, err := p.Canonical()
 	if err != nil {
 		return "", err
 	}
 	d := p.Digest()
+	if q, err := sign.ParseKeptPolicy(b); err != nil || q.Digest() != d {
+		return "", fmt.Errorf("trust policy %s: its self-contained form does not parse back to it: %v", d, err)
+	}
 	if err := st.Put(ctx, policyKey(d), b); err != nil {
 		return "", fmt.Errorf("store trust policy %s: %w", d, err)
 	}
@@ -34,13 +38,14 @@ func SavePolicy(ctx context.Context, st store.Blobs, p *sign.Policy) (verify.Dig
 }
 
 // LoadPolicy reads the policy with digest d from the store and checks
-// that it is the policy d names.
+// that it is the policy d names. A kept policy must carry its keys inline:
+// one that names a key file is refused, and no local file is opened.
 func LoadPolicy(ctx context.Context, st store.Blobs, d verify.Digest) (*sign.Policy, error) {
 	b, err := st.Get(ctx, policyKey(d))
 	if err != nil {
 		return nil, fmt.Errorf("trust policy %s: %w", d, err)
 	}
-	p, err := sign.ParsePolicy(b, "")
+	p, err := sign.ParseKeptPolicy(b)
 	if err != nil {
 		return nil, fmt.Errorf("trust policy %s: %w", d, err)
 	}
