@@ -28,7 +28,11 @@ time. Prints the run id and the digest.
 
 Mount with pinfs mount DIGEST MNT --run-id R --require-permit. A run keeps
 its digest: admitting run R again returns the permit it holds, whatever the
-gate says now, so that a resumed job gets the same digest.`,
+gate says now, so that a resumed job gets the same digest; but only a
+permit granted for the same NAME or DIGEST, purpose and policy, and only
+once it checks out against the store (approved under the policy; through a
+gate, the gate's history holds its generation at that digest). Otherwise
+admit refuses with exit status 1 and writes nothing.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		purpose := fs.String("purpose", "", "what the run reads the snapshot for; must equal the manifest's purpose")
@@ -57,13 +61,14 @@ gate says now, so that a resumed job gets the same digest.`,
 			if err != nil {
 				return err
 			}
-			held, created, err := admission.Admit(ctx, st, admission.Request{
+			v, created, err := admission.Admit(ctx, st, admission.Request{
 				Target: target, Purpose: *purpose, Policy: p,
 				Record: runrecord.Options{URL: *record, RunID: *runID},
 			})
 			if err != nil {
 				return err
 			}
+			held := v.Permit()
 			if !created {
 				fmt.Fprintf(os.Stderr, "pinfs admit: run %s was admitted at %s (gate %q generation %d); it keeps that permit and digest\n",
 					held.RunID, held.Time.Format(time.RFC3339), held.Gate, held.Generation)

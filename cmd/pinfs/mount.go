@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/cmd/internal/mount"
+	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 )
 
 var mountCmd = &command{
@@ -39,7 +41,12 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.
 
 With --require-permit (and --run-id R) the mount refuses with exit status
 1, before anything is mounted or written to the run record, unless run R
-holds a permit (pinfs admit) for exactly DIGEST. With --policy FILE it
+holds a permit (pinfs admit) for exactly DIGEST that checks out against
+the store: DIGEST is approved under --policy FILE (without it, under the
+policy the permit names: through a gate, the one the gate kept at the
+permit's generation), and, through a gate, the gate's history holds the
+permit's generation pointing at DIGEST. So the store must be reachable.
+With --policy FILE it
 refuses, the same way, a snapshot without approvals that satisfy the
 trust policy (docs/admission.md); that check reads the approvals from the
 store, so it needs the store reachable.`,
@@ -52,7 +59,7 @@ store, so it needs the store reachable.`,
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, least recently used blocks evicted (0 disables)")
 		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
 		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
-		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit for exactly DIGEST (pinfs admit)")
+		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit (pinfs admit) for exactly DIGEST that checks out against the store")
 		policyFile := policyFlag(fs)
 		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
@@ -101,7 +108,12 @@ store, so it needs the store reachable.`,
 				return background(out, *cacheDir, mnt)
 			}
 			st, err := openStore(ctx, *storeURL)
-			if err == nil && p != nil {
+			var permit *admission.Permitted
+			switch {
+			case err != nil:
+			case *requirePermit: // checks the approval under p too
+				permit, err = admission.CheckPermit(ctx, st, runrecord.Options{URL: *record, RunID: *runID}, d, p)
+			case p != nil:
 				if a := checkApproval(ctx, st, d, p); !a.Approved {
 					err = fmt.Errorf("%s: %s", d, a.Reason)
 				}
@@ -114,7 +126,7 @@ store, so it needs the store reachable.`,
 			err = mount.Run(ctx, mount.Config{
 				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
-				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, AllowOther: *allowOther,
+				RunRecord: *record, RunID: *runID, Permit: permit, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
 			})

@@ -29,88 +29,129 @@ type Request struct {
 // gate name once; the snapshot must have the manifest purpose r.Purpose,
 // be approved under the policy, and, admitted through a gate, be built at
 // the gate's watermarks and hold no revoked or benchmark member. It
-// returns the permit the run holds and whether this call created it. A
-// run admitted before keeps its permit and digest, whatever the gate says
-// now (a later generation or fence never changes an admitted run), so
-// that a resumed job that admits again gets the same digest; it is
-// returned without any check but the purpose.
-func Admit(ctx context.Context, st store.Store, r Request) (runrecord.Permit, bool, error) {
-	p := runrecord.Permit{Purpose: r.Purpose}
+// returns the permit the run holds and whether this call created it.
+//
+// A run admitted before keeps its permit and digest, whatever the gate
+// says now (a later generation or fence never changes an admitted run),
+// so that a resumed job that admits again gets the same digest. But the
+// held permit is a claim read from the run record, which others may
+// write: it is returned only if it was granted for the same target (gate
+// name, or digest), purpose and policy as r, and if it checks out against
+// the store (see CheckPermit); otherwise Admit fails and writes nothing.
+func Admit(ctx context.Context, st store.Store, r Request) (*Permitted, bool, error) {
 	if r.Record.RunID != "" {
 		held, err := runrecord.Held(ctx, r.Record)
 		if err != nil {
-			return p, false, err
+			return nil, false, err
 		}
 		if held != nil {
-			return kept(*held, r.Purpose)
+			return kept(ctx, st, r, *held)
 		}
 	}
 	var cur *gate.Record
-	if d, err := verify.ParseDigest(r.Target); err == nil {
-		p.Digest = d
-	} else {
+	d, err := verify.ParseDigest(r.Target)
+	if err != nil {
 		g, err := gate.Open(st, r.Target)
 		if err != nil {
-			return p, false, err
+			return nil, false, err
 		}
 		if cur, err = g.Head(ctx); err != nil {
-			return p, false, err
+			return nil, false, err
 		}
 		if cur.Digest == "" {
-			return p, false, fmt.Errorf("gate %s has no active snapshot (generation %d)", cur.Name, cur.Generation)
+			return nil, false, fmt.Errorf("gate %s has no active snapshot (generation %d)", cur.Name, cur.Generation)
 		}
-		p.Digest, p.Gate, p.Generation = cur.Digest, cur.Name, cur.Generation
-		p.TombstoneWatermark, p.BenchmarkFence = cur.TombstoneWatermark, cur.BenchmarkFence
+		d = cur.Digest
 	}
-	c, err := verify.Fetch(ctx, st, p.Digest)
+	p, err := grant(ctx, st, d, r.Purpose, cur, func() (*sign.Policy, verify.Digest, error) {
+		return policyFor(ctx, st, r.Policy, cur)
+	})
 	if err != nil {
-		return p, false, err
-	}
-	if c.Manifest.Purpose != r.Purpose {
-		return p, false, fmt.Errorf("%s is for purpose %q, not %q", p.Digest, c.Manifest.Purpose, r.Purpose)
-	}
-	if cur != nil {
-		if err := builtAt(cur.Name, c.Manifest, cur, false); err != nil {
-			return p, false, fmt.Errorf("%s (gate %s generation %d): %w", p.Digest, cur.Name, cur.Generation, err)
-		}
-		f, err := LoadFences(ctx, st, cur)
-		if err != nil {
-			return p, false, err
-		}
-		if err := f.Check(c.Table); err != nil {
-			return p, false, err
-		}
-	} else {
-		p.TombstoneWatermark, p.BenchmarkFence = deref(c.Manifest.TombstoneWatermark), deref(c.Manifest.BenchmarkFence)
-	}
-	pol, pd, err := policyFor(ctx, st, r.Policy, cur)
-	if err != nil {
-		return p, false, err
-	}
-	sigs, err := Approved(ctx, st, p.Digest, pol)
-	if err != nil {
-		return p, false, fmt.Errorf("%s: %w", p.Digest, err)
-	}
-	p.Policy = pd
-	for _, s := range sigs {
-		p.Approvals = append(p.Approvals, s.KeyID)
+		return nil, false, err
 	}
 	p.Time = time.Now().UTC()
 	o := r.Record
 	o.Digest = p.Digest
 	held, created, err := runrecord.Admit(ctx, o, p)
-	if err != nil || created {
-		return held, created, err
+	if err != nil {
+		return nil, false, err
 	}
-	return kept(held, r.Purpose) // admitted concurrently
+	if created {
+		return &Permitted{permit: held}, true, nil
+	}
+	return kept(ctx, st, r, held) // admitted concurrently
+}
+
+// grant checks that snapshot d may be read for purpose, through gate
+// record rec (nil: admitted by digest), under the policy that policy
+// returns (asked only once everything else passed), and returns the
+// permit that grants it, without run id or time.
+func grant(ctx context.Context, st store.Store, d verify.Digest, purpose string, rec *gate.Record,
+	policy func() (*sign.Policy, verify.Digest, error)) (runrecord.Permit, error) {
+	p := runrecord.Permit{Digest: d, Purpose: purpose}
+	c, err := verify.Fetch(ctx, st, d)
+	if err != nil {
+		return p, err
+	}
+	if c.Manifest.Purpose != purpose {
+		return p, fmt.Errorf("%s is for purpose %q, not %q", d, c.Manifest.Purpose, purpose)
+	}
+	if rec != nil {
+		if err := builtAt(rec.Name, c.Manifest, rec, false); err != nil {
+			return p, fmt.Errorf("%s (gate %s generation %d): %w", d, rec.Name, rec.Generation, err)
+		}
+		f, err := LoadFences(ctx, st, rec)
+		if err != nil {
+			return p, err
+		}
+		if err := f.Check(c.Table); err != nil {
+			return p, err
+		}
+		p.Gate, p.Generation = rec.Name, rec.Generation
+		p.TombstoneWatermark, p.BenchmarkFence = rec.TombstoneWatermark, rec.BenchmarkFence
+	} else {
+		p.TombstoneWatermark, p.BenchmarkFence = deref(c.Manifest.TombstoneWatermark), deref(c.Manifest.BenchmarkFence)
+	}
+	pol, pd, err := policy()
+	if err != nil {
+		return p, err
+	}
+	sigs, err := Approved(ctx, st, d, pol)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", d, err)
+	}
+	p.Policy = pd
+	for _, s := range sigs {
+		p.Approvals = append(p.Approvals, s.KeyID)
+	}
+	return p, nil
 }
 
 // kept is Admit's answer for a run that holds a permit already: that
 // permit, whatever the gate says now, since a later generation or fence
-// never changes an admitted run's digest; but only for the same purpose.
-func kept(held runrecord.Permit, purpose string) (runrecord.Permit, bool, error) {
-	if held.Purpose != purpose {
-		return held, false, fmt.Errorf("run %s was admitted for purpose %q, not %q", held.RunID, held.Purpose, purpose)
+// never changes an admitted run's digest; but only for the same target,
+// purpose and policy as r, and only once it checks out (checkHeld).
+func kept(ctx context.Context, st store.Store, r Request, held runrecord.Permit) (*Permitted, bool, error) {
+	if held.Purpose != r.Purpose {
+		return nil, false, fmt.Errorf("run %s was admitted for purpose %q, not %q", held.RunID, held.Purpose, r.Purpose)
 	}
-	return held, false, nil
+	target := held.Gate
+	if target == "" {
+		target = held.Digest.String()
+	}
+	if target != r.Target {
+		return nil, false, fmt.Errorf("run %s was admitted for %s, not %s", held.RunID, target, r.Target)
+	}
+	switch {
+	case r.Policy != nil && held.Policy != r.Policy.Digest():
+		return nil, false, fmt.Errorf("run %s was admitted under trust policy %s, not %s", held.RunID, held.Policy, r.Policy.Digest())
+	case r.Policy == nil && held.Gate == "":
+		return nil, false, fmt.Errorf("run %s: %w", held.RunID, ErrNoPolicy) // as a new admission by digest
+	}
+	id := r.Record.RunID
+	if id == "" {
+		id = held.RunID // this call's own new run id, bound concurrently
+	}
+	v, err := checkHeld(ctx, st, id, held, r.Policy)
+	return v, false, err
 }

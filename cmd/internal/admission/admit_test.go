@@ -23,7 +23,11 @@ func newRuns(t testing.TB) runs { return runs{t, filepath.Join(t.TempDir(), "run
 
 // admit runs Admit of target for purpose as run id.
 func (r runs) admit(st store.Store, target, id string, p *sign.Policy) (runrecord.Permit, bool, error) {
-	return Admit(r.t.Context(), st, Request{Target: target, Purpose: purpose, Policy: p, Record: runrecord.Options{URL: r.url, RunID: id}})
+	v, created, err := Admit(r.t.Context(), st, Request{Target: target, Purpose: purpose, Policy: p, Record: runrecord.Options{URL: r.url, RunID: id}})
+	if err != nil {
+		return runrecord.Permit{}, created, err
+	}
+	return v.Permit(), created, nil
 }
 
 // mount opens run id for digest d the way pinfs mount --require-permit

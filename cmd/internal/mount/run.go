@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
@@ -49,10 +50,12 @@ type Config struct {
 	// the Go profiler at /debug/pprof/ (keep it on loopback).
 	MetricsAddr string
 
-	// RequirePermit refuses the mount, before anything is mounted or
-	// written to the run record, unless run RunID holds a permit for
-	// exactly Digest (runrecord.Options.RequirePermit).
-	RequirePermit bool
+	// Permit, when set, is the permit run RunID must hold for Digest,
+	// checked against the store (admission.CheckPermit): the mount is
+	// refused, before anything is mounted or written to the run record,
+	// unless the run's binding holds exactly that permit
+	// (runrecord.Options.RequirePermit and Permit).
+	Permit *admission.Permitted
 
 	// FlushInterval is how often what was read since the last time is
 	// written to the run record as a consumed delta (default a minute):
@@ -102,7 +105,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
 		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
-		RequirePermit: c.RequirePermit, Store: c.Store.String(), FlushInterval: c.flushInterval(),
+		RequirePermit: c.Permit != nil, Permit: c.permit(), Store: c.Store.String(), FlushInterval: c.flushInterval(),
 	})
 	if err != nil {
 		return err
@@ -175,6 +178,15 @@ func Run(ctx context.Context, c Config) (err error) {
 	end := context.WithoutCancel(ctx)
 	emitConsumed(end, rec, tracker, log)
 	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
+}
+
+// permit returns the permit the run must hold, nil for any.
+func (c *Config) permit() *runrecord.Permit {
+	if c.Permit == nil {
+		return nil
+	}
+	p := c.Permit.Permit()
+	return &p
 }
 
 // totals returns the run_end totals of a run whose block reader counted st

@@ -26,7 +26,7 @@ type localSink struct {
 // ErrDigestChanged, and with require if the run holds no permit for
 // digest it fails with ErrNotPermitted; then it writes nothing. It returns
 // the run's permit, nil if it has none.
-func openLocal(p, runID string, digest verify.Digest, require bool, first func(kind string) ([]byte, error)) (_ *localSink, _ *Permit, err error) {
+func openLocal(p, runID string, o Options, first func(kind string) ([]byte, error)) (_ *localSink, _ *Permit, err error) {
 	f, err := openRecordFile(p)
 	if err != nil {
 		return nil, nil, err
@@ -45,8 +45,9 @@ func openLocal(p, runID string, digest verify.Digest, require bool, first func(k
 	if err != nil {
 		return nil, nil, fmt.Errorf("runrecord: read %s: %w", p, err)
 	}
-	if require {
-		if err := checkPermit(runID, b.Permit, digest); err != nil {
+	digest := o.Digest
+	if o.RequirePermit {
+		if err := checkPermit(runID, b.Permit, digest, o.Permit); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -217,15 +217,33 @@ func heldPermit(runID string, held *Permit, where string) (Permit, bool, error) 
 	return *held, false, nil
 }
 
-// checkPermit is Open's check with RequirePermit: run runID, whose
-// binding holds permit held (nil for none, also when the run is not bound
-// yet), may mount digest d only if held is a permit for exactly d.
-func checkPermit(runID string, held *Permit, d verify.Digest) error {
+// CheckPermit reports whether run runID, whose binding holds permit held
+// (nil for none, also when the run is not bound yet), holds a permit for
+// exactly digest d, with an error wrapping ErrNotPermitted if not. It
+// checks only the claim: whether the permit checks out against the store
+// is admission's to check.
+func CheckPermit(runID string, held *Permit, d verify.Digest) error {
+	return checkPermit(runID, held, d, nil)
+}
+
+// checkPermit is Open's check with RequirePermit: CheckPermit, and, when
+// want is set (Options.Permit), held must be exactly want.
+func checkPermit(runID string, held *Permit, d verify.Digest, want *Permit) error {
 	if held == nil {
 		return fmt.Errorf("runrecord: run %s holds no permit: %w", runID, ErrNotPermitted)
 	}
 	if held.Digest != d {
 		return fmt.Errorf("runrecord: run %s's permit is for %s not %s: %w", runID, held.Digest, d, ErrNotPermitted)
 	}
+	if want != nil && !equalPermits(held, want) {
+		return fmt.Errorf("runrecord: run %s's permit changed since it was checked: %w", runID, ErrNotPermitted)
+	}
 	return nil
+}
+
+// equalPermits reports whether a and b are the same permit, field for field.
+func equalPermits(a, b *Permit) bool {
+	ja, erra := json.Marshal(a)
+	jb, errb := json.Marshal(b)
+	return erra == nil && errb == nil && bytes.Equal(ja, jb)
 }

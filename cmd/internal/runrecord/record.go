@@ -48,6 +48,10 @@ type Options struct {
 	// RequirePermit makes Open refuse, writing nothing, unless the run
 	// holds a permit (see Admit) for exactly Digest. It needs a RunID.
 	RequirePermit bool
+	// Permit, with RequirePermit, is the permit the run must hold, field
+	// for field: the one the caller checked against the store before it
+	// opened the record (a binding changed since is refused).
+	Permit *Permit
 	// Store is the mount's --store URL, written on run_start and resume
 	// so that a reader of the record knows where the run's data is.
 	Store string
@@ -143,7 +147,7 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	if remote {
 		r.sink, r.permit, err = openRemote(ctx, o, r.runID, first)
 	} else {
-		r.sink, r.permit, err = openLocal(o.URL, r.runID, o.Digest, o.RequirePermit, func(kind string) ([]byte, error) {
+		r.sink, r.permit, err = openLocal(o.URL, r.runID, o, func(kind string) ([]byte, error) {
 			_, line, err := first(kind)
 			return line, err
 		})

@@ -56,7 +56,8 @@ type remoteSink struct {
 	url     string
 	runID   string
 	digest  verify.Digest
-	require bool // Options.RequirePermit
+	require bool    // Options.RequirePermit
+	want    *Permit // Options.Permit
 	spool   *spool
 	retry   time.Duration
 
@@ -103,7 +104,7 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 		return nil, nil, fmt.Errorf("runrecord: %w", err)
 	}
 	s := &remoteSink{
-		blobs: blobs, url: o.URL, runID: runID, digest: o.Digest, require: o.RequirePermit, spool: sp, retry: o.Retry,
+		blobs: blobs, url: o.URL, runID: runID, digest: o.Digest, require: o.RequirePermit, want: o.Permit, spool: sp, retry: o.Retry,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.retry <= 0 {
@@ -124,7 +125,7 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 	case local != nil && local.URL == o.URL && local.RunID == runID:
 		// Offline, but this host bound the run against the store before.
 		if o.RequirePermit {
-			if err := checkPermit(runID, local.Permit, o.Digest); err != nil {
+			if err := checkPermit(runID, local.Permit, o.Digest, o.Permit); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -163,7 +164,7 @@ func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 	data, err := s.blobs.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
 		if s.require {
-			return "", nil, checkPermit(s.runID, nil, s.digest)
+			return "", nil, checkPermit(s.runID, nil, s.digest, s.want)
 		}
 		var mine bool
 		if mine, data, err = s.claim(ctx, key); mine {
@@ -178,7 +179,7 @@ func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 		return "", nil, err
 	}
 	if s.require {
-		if err := checkPermit(s.runID, b.Permit, s.digest); err != nil {
+		if err := checkPermit(s.runID, b.Permit, s.digest, s.want); err != nil {
 			return "", nil, err
 		}
 	}
