@@ -37,6 +37,7 @@ type admStore struct {
 	del     func(t testing.TB, rel string)           // remove a source file
 	get     func(t testing.TB, key string) []byte    // a store key's current bytes
 	replace func(t testing.TB, key string, b []byte) // new bytes for a store key: a file rewritten, a new S3 version
+	s3      *s3test.Server                           // the S3 server; nil for a local store
 }
 
 // admSource is the dataset every admission test starts from.
@@ -85,7 +86,7 @@ func s3AdmStore(t *testing.T) *admStore {
 	s.CreateBucket(t, "data", true)
 	s.CreateBucket(t, "store", true)
 	work := t.TempDir()
-	return &admStore{env: s.Env(), source: "s3://data/ds/", store: "s3://store/pinfs", work: work,
+	return &admStore{env: s.Env(), source: "s3://data/ds/", store: "s3://store/pinfs", work: work, s3: s,
 		records: []string{filepath.Join(work, "runs.jsonl"), "s3://store/records"},
 		put:     func(t testing.TB, rel string, b []byte) { s.Put(t, "data", "ds/"+rel, b) },
 		del: func(t testing.TB, rel string) {

@@ -16,36 +16,66 @@ import (
 	"github.com/pinfs/pinfs/integration/fusetest"
 )
 
-// permitCase is one store and run record for the --require-permit tests.
+// permitCase is one store and run record for the --require-permit tests:
+// digest is APPROVED and active in gate prod; other is pinned for the
+// same purpose and never approved.
 type permitCase struct {
-	env          []string
-	store        string
+	*admStore
 	record       string // a local file or s3://…
 	cache        string
-	digest       string                                    // the snapshot mounted
-	other        string                                    // another snapshot of the store
-	file         string                                    // a member of digest
-	want         []byte                                    // its bytes
-	runKeys      func(t testing.TB, runID string) []string // what the record holds of the run
-	admit        func(t testing.TB, runID, d string)       // writes a permit for d as the run's binding
-	wantAfterTwo []string                                  // run record entries after two mounts
+	digest       string
+	other        string
+	policy       string                                      // the policy file that approved digest
+	policyDigest string                                      // its digest, which gate prod keeps
+	file         string                                      // a member of digest
+	want         []byte                                      // its bytes
+	runKeys      func(t testing.TB, runID string) []string   // what the record holds of the run
+	plant        func(t testing.TB, runID, d, permit string) // hand-writes permit (JSON) for d as the run's binding
+	wantAfterTwo []string                                    // run record entries after two mounts
 }
 
-// permitJSON is a permit for run runID and digest d as runrecord.Admit
-// writes it (the package is internal to cmd/, so this test writes the
-// record's format itself, which also pins that format).
-func permitJSON(runID, d string, at time.Time) string {
-	return fmt.Sprintf(`{"run_id":%q,"digest":%q,"purpose":"integration","tombstone_watermark":0,"benchmark_fence":0,"time":%q}`,
-		runID, d, at.UTC().Format(time.RFC3339Nano))
+// permitPurpose is the purpose of the permit tests' snapshots.
+const permitPurpose = "integration"
+
+// newPermitCase pins, validates, approves and activates a's source in
+// gate prod, and pins an unapproved other snapshot; record is the run
+// record the case uses.
+func newPermitCase(t *testing.T, a *admStore, record string) *permitCase {
+	s := newSigners(t)
+	data := admSource(t)
+	for rel, b := range data {
+		a.put(t, rel, b)
+	}
+	d, _ := a.candidate(t, s, "prod", permitPurpose, 0, 0)
+	mustPinfs(t, a.env, "alias", "set", "prod", d, "--store", a.store, "--policy", s.policy)
+	var g struct{ Policy string }
+	jsonOf(t, a.env, &g, "alias", "show", "prod", "--store", a.store, "--json")
+	a.put(t, "train/extra.txt", []byte("never approved\n"))
+	other := a.pinAt(t, permitPurpose, 0, 0)
+	if other == d || !strings.HasPrefix(g.Policy, "sha256:") {
+		t.Fatalf("test setup: other %s, digest %s, gate policy %q", other, d, g.Policy)
+	}
+	return &permitCase{admStore: a, record: record, cache: filepath.Join(a.work, "cache"), digest: d, other: other,
+		policy: s.policy, policyDigest: g.Policy, file: "train/a.bin", want: data["train/a.bin"]}
 }
 
-// admitLocal appends a permit event for run runID and digest d, as the
-// run's first line, to the local record file.
-func admitLocal(t testing.TB, record, runID, d string) {
+// forge hand-writes, as anyone who can append to the run record can, a
+// permit for run runID and digest d through gate ("" for none) at
+// generation gen under the gate's policy, as runrecord.Admit writes one
+// (the package is internal to cmd/, so this test writes the record's
+// format itself, which also pins that format).
+func (c *permitCase) forge(t testing.TB, runID, d, gate string, gen int) {
 	t.Helper()
-	now := time.Now()
+	c.plant(t, runID, d, fmt.Sprintf(`{"run_id":%q,"digest":%q,"purpose":%q,"gate":%q,"generation":%d,"tombstone_watermark":0,"benchmark_fence":0,"policy":%q,"time":%q}`,
+		runID, d, permitPurpose, gate, gen, c.policyDigest, time.Now().UTC().Format(time.RFC3339Nano)))
+}
+
+// plantLocal appends a permit event for run runID and digest d, as the
+// run's first line, to the local record file.
+func plantLocal(t testing.TB, record, runID, d, permit string) {
+	t.Helper()
 	line := fmt.Sprintf(`{"time":%q,"run_id":%q,"digest":%q,"event":"permit","seq":1,"permit":%s}`+"\n",
-		now.UTC().Format(time.RFC3339Nano), runID, d, permitJSON(runID, d, now))
+		time.Now().UTC().Format(time.RFC3339Nano), runID, d, permit)
 	f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -56,21 +86,22 @@ func admitLocal(t testing.TB, record, runID, d string) {
 	}
 }
 
-// mountArgs is the command line of a pinfs mount of c.digest at dir for
-// run runID.
-func (c *permitCase) mountArgs(dir, runID string, extra ...string) []string {
-	return append([]string{"mount", c.digest, dir, "--store", c.store, "--cache-dir", c.cache,
+// mountArgs is the command line of a pinfs mount of d at dir for run
+// runID.
+func (c *permitCase) mountArgs(d, dir, runID string, extra ...string) []string {
+	return append([]string{"mount", d, dir, "--store", c.store, "--cache-dir", c.cache,
 		"--run-record", c.record, "--run-id", runID}, extra...)
 }
 
-// refused checks that mounting run runID with --require-permit exits 1
-// with want, mounts nothing and writes nothing of the run.
-func (c *permitCase) refused(t *testing.T, runID string, want string, background bool) {
+// refused checks that mounting d for run runID with --require-permit (and
+// extra flags) exits 1 with want on one line, mounts nothing and writes
+// nothing of the run.
+func (c *permitCase) refused(t *testing.T, d, runID, want string, background bool, extra ...string) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { fusetest.ForceUnmount(t, dir) }) // should the mount wrongly serve
 	before := c.runKeys(t, runID)
-	args := c.mountArgs(dir, runID, "--require-permit")
+	args := c.mountArgs(d, dir, runID, append([]string{"--require-permit"}, extra...)...)
 	if !background {
 		args = append(args, "--foreground")
 	}
@@ -79,7 +110,7 @@ func (c *permitCase) refused(t *testing.T, runID string, want string, background
 		t.Errorf("the refusal is not one line: %q", r.stderr)
 	}
 	if fusetest.Mounted(dir) {
-		t.Fatalf("mounted although run %s holds no permit for %s: %v", runID, c.digest, r)
+		t.Fatalf("mounted %s for run %s, whose permit does not allow it: %v", d, runID, r)
 	}
 	if after := c.runKeys(t, runID); !slices.Equal(after, before) {
 		t.Fatalf("a refused mount wrote to run %s's record: %v, before %v", runID, after, before)
@@ -93,7 +124,7 @@ func (c *permitCase) serves(t *testing.T, runID string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := startMount(t, c.env, dir, c.mountArgs(dir, runID, "--require-permit")[1:]...)
+	d := startMount(t, c.env, dir, c.mountArgs(c.digest, dir, runID, "--require-permit")[1:]...)
 	if b, err := readFile(t, filepath.Join(dir, c.file)); err != nil || !bytes.Equal(b, c.want) {
 		t.Fatalf("read %s through the permitted mount: %v", c.file, err)
 	}
@@ -103,24 +134,48 @@ func (c *permitCase) serves(t *testing.T, runID string) {
 	}
 }
 
+// admit runs pinfs admit prod for run runID (and extra flags).
+func (c *permitCase) admit(runID string, extra ...string) []string {
+	return append([]string{"admit", "prod", "--purpose", permitPurpose, "--store", c.store, "--run-record", c.record, "--run-id", runID}, extra...)
+}
+
 // checkRequirePermit runs the --require-permit cases on c.
 func checkRequirePermit(t *testing.T, c *permitCase) {
 	wantExit(t, c.env, 2, []string{"--require-permit needs --run-id"},
 		"mount", c.digest, t.TempDir(), "--store", c.store, "--cache-dir", c.cache, "--run-record", c.record, "--require-permit")
 
-	c.refused(t, "job-none", "run job-none holds no permit", false)
-	c.refused(t, "job-none", "run job-none holds no permit", true) // the daemon gets the flag too
+	c.refused(t, c.digest, "job-none", "run job-none holds no permit", false)
+	c.refused(t, c.digest, "job-none", "run job-none holds no permit", true) // the daemon gets the flag too
 
-	c.admit(t, "job-other", c.other)
-	c.refused(t, "job-other", "run job-other's permit is for "+c.other+" not "+c.digest, false)
+	c.forge(t, "job-other", c.other, "", 0)
+	c.refused(t, c.digest, "job-other", "run job-other's permit is for "+c.other+" not "+c.digest, false)
 
-	c.admit(t, "job-ok", c.digest)
+	// The reproduction: a hand-written permit for the unapproved snapshot,
+	// claiming gate prod's generation 1.
+	c.forge(t, "job-42", c.other, "prod", 1)
+	r := refused(t, c.env, 1, []string{"run job-42's permit does not check out", "gate prod generation 1 points at"}, c.admit("job-42", "--policy", c.policy)...)
+	if strings.Contains(r.stdout, c.other) {
+		t.Errorf("admit printed the forged permit's digest: %v", r)
+	}
+	c.refused(t, c.other, "job-42", "run job-42's permit does not check out", false)
+	c.refused(t, c.other, "job-42", "run job-42's permit does not check out", false, "--policy", c.policy)
+	// By digest, naming the gate's policy, under which other is not approved.
+	c.forge(t, "job-43", c.other, "", 0)
+	c.refused(t, c.other, "job-43", "not approved", true)
+
+	got := strings.TrimSpace(mustPinfs(t, c.env, c.admit("job-ok")...).stdout)
+	if got != "job-ok "+c.digest {
+		t.Fatalf("admit printed %q, want %q", got, "job-ok "+c.digest)
+	}
 	c.serves(t, "job-ok")
 	c.serves(t, "job-ok") // resume: the same run id and digest
-	got := c.runKeys(t, "job-ok")
+	if got := strings.TrimSpace(mustPinfs(t, c.env, c.admit("job-ok")...).stdout); got != "job-ok "+c.digest {
+		t.Errorf("admit of the admitted run again printed %q, want its permit", got)
+	}
+	keys := c.runKeys(t, "job-ok")
 	for _, w := range c.wantAfterTwo {
-		if !slices.ContainsFunc(got, func(k string) bool { return strings.Contains(k, w) }) {
-			t.Errorf("run job-ok's record lacks %s: %v", w, got)
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, w) }) {
+			t.Errorf("run job-ok's record lacks %s: %v", w, keys)
 		}
 	}
 	// The admitted run stays bound to its digest.
@@ -131,65 +186,47 @@ func checkRequirePermit(t *testing.T, c *permitCase) {
 // TestRequirePermitLocal: a local store and a local run record.
 func TestRequirePermitLocal(t *testing.T) {
 	fusetest.Require(t)
-	work := t.TempDir()
-	src, st := filepath.Join(work, "src"), filepath.Join(work, "store")
-	os.MkdirAll(src, 0o755)
-	want := randomBytes(t, 100_000)
-	if err := os.WriteFile(filepath.Join(src, "a.bin"), want, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := mustPinfs(t, nil, "pin", src, "--store", st).lastLine()
-	if err := os.WriteFile(filepath.Join(src, "b.txt"), []byte("another snapshot\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	other := mustPinfs(t, nil, "pin", src, "--store", st).lastLine()
-	record := filepath.Join(work, "runs.jsonl")
-	checkRequirePermit(t, &permitCase{
-		store: st, record: record, cache: filepath.Join(work, "cache"), digest: d, other: other, file: "a.bin", want: want,
-		runKeys: func(t testing.TB, runID string) []string {
-			if _, err := os.Stat(record); os.IsNotExist(err) {
-				return nil
+	a := localAdmStore(t)
+	c := newPermitCase(t, a, a.records[0])
+	c.runKeys = func(t testing.TB, runID string) []string {
+		if _, err := os.Stat(c.record); os.IsNotExist(err) {
+			return nil
+		}
+		var kinds []string
+		for _, e := range events(t, c.record, "") {
+			if e["run_id"] == runID {
+				kinds = append(kinds, e["event"].(string))
 			}
-			var kinds []string
-			for _, e := range events(t, record, "") {
-				if e["run_id"] == runID {
-					kinds = append(kinds, e["event"].(string))
-				}
-			}
-			return kinds
-		},
-		wantAfterTwo: []string{"permit", "run_start", "resume", "run_end"},
-		admit:        func(t testing.TB, runID, d string) { admitLocal(t, record, runID, d) },
-	})
+		}
+		return kinds
+	}
+	c.plant = func(t testing.TB, runID, d, permit string) { plantLocal(t, c.record, runID, d, permit) }
+	c.wantAfterTwo = []string{"permit", "run_start", "resume", "run_end"}
+	checkRequirePermit(t, c)
 }
 
-// TestRequirePermitS3: an S3 store and a run record in S3.
+// TestRequirePermitS3: an S3 store and a run record in S3, where the
+// permit is in the run's binding (runs/<id>/run.json).
 func TestRequirePermitS3(t *testing.T) {
-	f := pinFixture(t)
-	other := mustPinfs(t, f.env, "pin", "s3://data/ds/", "--store", f.store).lastLine()
-	if other == f.digest {
-		t.Fatal("test setup: the re-pin after an overwrite has the same digest")
+	fusetest.Require(t)
+	a := s3AdmStore(t)
+	c := newPermitCase(t, a, "s3://store/records")
+	c.runKeys = func(t testing.TB, runID string) []string {
+		out, err := a.s3.Client(t).ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{
+			Bucket: aws.String("store"), Prefix: aws.String("records/runs/" + runID + "/")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ks []string
+		for _, o := range out.Contents {
+			ks = append(ks, aws.ToString(o.Key))
+		}
+		return ks
 	}
-	checkRequirePermit(t, &permitCase{
-		env: f.env, store: f.store, record: "s3://store/records", cache: filepath.Join(f.work, "cache"),
-		digest: f.digest, other: other, file: "README", want: f.data["README"],
-		runKeys: func(t testing.TB, runID string) []string {
-			out, err := f.s.Client(t).ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{
-				Bucket: aws.String("store"), Prefix: aws.String("records/runs/" + runID + "/")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ks []string
-			for _, o := range out.Contents {
-				ks = append(ks, aws.ToString(o.Key))
-			}
-			return ks
-		},
-		wantAfterTwo: []string{"/run.json", "/start.json", "-run_start-", "-resume-", "-run_end-"},
-		admit: func(t testing.TB, runID, d string) {
-			now := time.Now()
-			f.s.Put(t, "store", "records/runs/"+runID+"/run.json", fmt.Appendf(nil, `{"run_id":%q,"digest":%q,"time":%q,"permit":%s}`+"\n",
-				runID, d, now.UTC().Format(time.RFC3339Nano), permitJSON(runID, d, now)))
-		},
-	})
+	c.plant = func(t testing.TB, runID, d, permit string) {
+		a.s3.Put(t, "store", "records/runs/"+runID+"/run.json", fmt.Appendf(nil, `{"run_id":%q,"digest":%q,"time":%q,"permit":%s}`+"\n",
+			runID, d, time.Now().UTC().Format(time.RFC3339Nano), permit))
+	}
+	c.wantAfterTwo = []string{"/run.json", "/start.json", "-run_start-", "-resume-", "-run_end-"}
+	checkRequirePermit(t, c)
 }
