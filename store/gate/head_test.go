@@ -13,9 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/store"
-	"github.com/pinfs/pinfs/store/dial"
 	"github.com/pinfs/pinfs/store/storetest"
 )
 
@@ -38,17 +36,8 @@ func TestHeadDeletedNotRecreated(t *testing.T) {
 // TestHeadDeletedNotRecreatedS3: the same on versitygw, where the head is
 // deleted with DeleteObject (a delete marker in a versioned bucket).
 func TestHeadDeletedNotRecreatedS3(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real S3 server; not in -short")
-	}
-	srv := s3test.Start(t)
-	srv.UseEnv(t)
-	srv.CreateBucket(t, "gates", true)
-	st, err := dial.Open(t.Context(), "s3://gates/pinfs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	headDeleted(t, st.(Store), func(t *testing.T, key string) {
+	srv, st := newS3(t)
+	headDeleted(t, st, func(t *testing.T, key string) {
 		_, err := srv.Client(t).DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String("gates"), Key: aws.String("pinfs/" + key)})
 		if err != nil {
 			t.Fatal(err)

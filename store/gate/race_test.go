@@ -150,6 +150,15 @@ func TestRaceLocal(t *testing.T) {
 // conditional PUTs (v1.8.0) are atomic per key, through a store opened the
 // way the pinfs commands open one.
 func TestRaceS3(t *testing.T) {
+	_, st := newS3(t)
+	race(t, st)
+}
+
+// newS3 starts versitygw (skipped in -short) and returns it and a store
+// at s3://gates/pinfs (a versioned bucket) opened the way the pinfs
+// commands open one.
+func newS3(t *testing.T) (*s3test.Server, Store) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("real S3 server; not in -short")
 	}
@@ -160,7 +169,7 @@ func TestRaceS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	race(t, st.(Store))
+	return srv, st.(Store)
 }
 
 // TestRaceProcesses: processes that each commit to one gate in a local
