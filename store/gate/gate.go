@@ -46,7 +46,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/user"
-	"sync"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -73,16 +72,12 @@ type Store interface {
 	store.KeyLister
 }
 
-// Gate is the gate of one alias in one store. Its only state is the
-// records whose history it has checked, which never change (under mu), so
-// it is safe for concurrent use, and so are gates of the same name opened
-// in other processes: they agree through the store.
+// Gate is the gate of one alias in one store. It holds no state of its
+// own, so it is safe for concurrent use, and so are gates of the same name
+// opened in other processes: they agree through the store.
 type Gate struct {
 	st   Store
 	name string
-
-	mu    sync.Mutex
-	known map[verify.Digest]*Record // by RecordDigest; each one's chain to generation 1 was checked
 }
 
 // HeadKey is the store key of gate name's current record.
@@ -124,7 +119,8 @@ func (g *Gate) Name() string { return g.name }
 
 // Head returns the current record, once its history checks out (see Log):
 // a head is only trusted as the newest link of a chain that reaches
-// generation 1. Each record's chain is checked once per Gate. It fails with an error wrapping ErrNoGate if the gate does
+// generation 1. A record's chain is checked once per process (see
+// chain). It fails with an error wrapping ErrNoGate if the gate does
 // not exist, and refuses a head that is not a well-formed record of this
 // gate in canonical JSON or whose chain is broken.
 func (g *Gate) Head(ctx context.Context) (*Record, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -30,63 +31,64 @@ func (g *Gate) Log(ctx context.Context) ([]*Record, error) {
 
 // chain returns head, whose bytes have digest d, and every record its Prev
 // chain reaches, newest first, checking every link (see Log). A record
-// whose chain was checked once is remembered (it names its predecessor by
-// digest, so its history cannot change); with useKnown a walk stops at
-// one, and without it (Log) every link is read and checked again.
+// whose chain was checked is remembered for the rest of the process (it
+// names its predecessor by digest, so the history it ends cannot change);
+// with useKnown a walk stops at one, and without it (Log) every link is
+// read and checked again.
 func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnown bool) ([]*Record, error) {
 	out := []*Record{head}
-	if !useKnown || !g.isKnown(d) {
-		if _, err := g.record(ctx, d, head.Generation); err != nil {
-			return nil, err
-		}
-		for cur := head; cur.Prev != ""; {
-			if useKnown && g.isKnown(cur.Prev) {
-				break
-			}
-			prev, err := g.record(ctx, cur.Prev, cur.Generation-1)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkSuccessor(prev, cur.Prev, cur); err != nil {
-				return nil, fmt.Errorf("gate %s: broken history: %w", g.name, err)
-			}
-			out = append(out, prev)
-			cur = prev
-		}
+	if useKnown && checked.has(g.name, d) {
+		return out, nil
 	}
-	return g.remember(out), nil
-}
-
-// isKnown reports whether the chain of the record with digest d was
-// checked.
-func (g *Gate) isKnown(d verify.Digest) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	_, ok := g.known[d]
-	return ok
-}
-
-// remember adds checked, a newest-first run of records whose last one is
-// generation 1 or has a known predecessor, to the known records, and
-// returns copies of the whole history from checked[0] down to generation
-// 1.
-func (g *Gate) remember(checked []*Record) []*Record {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.known == nil {
-		g.known = map[verify.Digest]*Record{}
+	if _, err := g.record(ctx, d, head.Generation); err != nil {
+		return nil, err
 	}
-	for _, r := range checked {
-		g.known[r.RecordDigest()] = r.clone()
-	}
-	out := make([]*Record, 0, checked[0].Generation)
-	for r := g.known[checked[0].RecordDigest()]; r != nil; r = g.known[r.Prev] {
-		out = append(out, r.clone())
-		if r.Prev == "" {
+	for cur := head; cur.Prev != ""; {
+		if useKnown && checked.has(g.name, cur.Prev) {
 			break
 		}
+		prev, err := g.record(ctx, cur.Prev, cur.Generation-1)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkSuccessor(prev, cur.Prev, cur); err != nil {
+			return nil, fmt.Errorf("gate %s: broken history: %w", g.name, err)
+		}
+		out = append(out, prev)
+		cur = prev
 	}
-	return out
+	for _, r := range out {
+		checked.add(g.name, r.RecordDigest())
+	}
+	return out, nil
+}
+
+// checked holds the records, by gate name and digest, whose chain back to
+// generation 1 this process has checked.
+var checked = &checkedSet{}
+
+// maxChecked bounds checkedSet: when full it starts again empty.
+const maxChecked = 1 << 14
+
+// checkedSet is a set of record digests per gate, safe for concurrent use.
+type checkedSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (c *checkedSet) has(name string, d verify.Digest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[name+" "+string(d)]
+}
+
+func (c *checkedSet) add(name string, d verify.Digest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxChecked {
+		c.m = map[string]bool{}
+	}
+	c.m[name+" "+string(d)] = true
 }
 
 // record reads and checks the record with digest d, which the history
