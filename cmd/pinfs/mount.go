@@ -112,7 +112,8 @@ store, so it needs the store reachable.`,
 			switch {
 			case err != nil:
 			case *requirePermit: // checks the approval under p too
-				permit, err = admission.CheckPermit(ctx, st, runrecord.Options{URL: *record, RunID: *runID}, d, p)
+				o := runrecord.Options{URL: *record, RunID: *runID, SpoolDir: mount.SpoolDir(*cacheDir)}
+				permit, err = admission.CheckPermit(ctx, st, o, d, p)
 			case p != nil:
 				if a := checkApproval(ctx, st, d, p); !a.Approved {
 					err = fmt.Errorf("%s: %s", d, a.Reason)

@@ -104,7 +104,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
-		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: filepath.Join(c.CacheDir, "spool"),
+		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: SpoolDir(c.CacheDir),
 		RequirePermit: c.Permit != nil, Permit: c.permit(), Store: c.Store.String(), FlushInterval: c.flushInterval(),
 	})
 	if err != nil {
@@ -179,6 +179,10 @@ func Run(ctx context.Context, c Config) (err error) {
 	emitConsumed(end, rec, tracker, log)
 	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
 }
+
+// SpoolDir is where a mount with cache directory cacheDir spools run
+// record events and keeps its bindings.
+func SpoolDir(cacheDir string) string { return filepath.Join(cacheDir, "spool") }
 
 // permit returns the permit the run must hold, nil for any.
 func (c *Config) permit() *runrecord.Permit {
@@ -255,7 +259,7 @@ func emitConsumed(ctx context.Context, rec *runrecord.Record, t *consumed.Tracke
 // Failing to read it costs only bigger deltas: the run's consumed set is
 // the union of its deltas, so nothing is lost, and the mount goes on.
 func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table, tr *consumed.Tracker) {
-	src := runrecord.Source{URL: c.RunRecord, SpoolDir: filepath.Join(c.CacheDir, "spool")}
+	src := runrecord.Source{URL: c.RunRecord, SpoolDir: SpoolDir(c.CacheDir)}
 	evs, err := runrecord.ReadConsumed(ctx, src, rec.RunID())
 	var set *consumed.Set
 	if err == nil {

@@ -32,10 +32,18 @@
 // store it claims that by creating runs/<run-id>/start.json exclusively),
 // later ones resume. With Options.RequirePermit, Open refuses, writing
 // nothing, unless the run holds a permit for exactly the digest mounted
-// (an error wrapping ErrNotPermitted); Record.Permit returns the permit.
+// (an error wrapping ErrNotPermitted), and, with Options.Permit, unless
+// it holds exactly that permit; Record.Permit returns the permit.
 // The spool's local binding keeps the permit, so an admitted run that
-// this host mounted before resumes offline with RequirePermit; its first
-// mount needs the store.
+// this host mounted before resumes offline with RequirePermit (Held reads
+// it from there too); its first mount needs the store.
+//
+// A permit read from the record is only a claim: anyone who can append to
+// the record can write one. This package checks only that the run holds a
+// permit for the digest; whether it checks out against the store
+// (approvals, the gate's history) is admission's to check
+// (cmd/internal/admission.CheckPermit), and a mount passes the permit it
+// checked as Options.Permit.
 //
 // # Durability
 //

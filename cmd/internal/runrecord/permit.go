@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -165,7 +166,9 @@ func admitRemote(ctx context.Context, o Options, p Permit) (Permit, bool, error)
 // Held returns the permit run o.RunID holds, or nil when the run is not
 // bound yet or was started without a permit. It writes nothing: admission
 // asks it first, so that a run admitted before keeps its permit whatever
-// the gate says now.
+// the gate says now. For a store that cannot be reached, it returns the
+// permit this host kept in its spool (o.SpoolDir) when it bound the run
+// against that store, as Open's offline resume does.
 func Held(ctx context.Context, o Options) (*Permit, error) {
 	if err := checkRunID(o.RunID); err != nil {
 		return nil, err
@@ -185,6 +188,9 @@ func Held(ctx context.Context, o Options) (*Permit, error) {
 			return nil, nil
 		}
 		if err != nil {
+			if b := spooledBinding(o); b != nil {
+				return b.Permit, nil
+			}
 			return nil, fmt.Errorf("runrecord: binding of run %s: %w", o.RunID, err)
 		}
 		b, err := parseBinding(data, o.RunID, key, o.URL)
@@ -206,6 +212,20 @@ func Held(ctx context.Context, o Options) (*Permit, error) {
 		return nil, fmt.Errorf("runrecord: read %s: %w", o.URL, err)
 	}
 	return b.Permit, nil
+}
+
+// spooledBinding returns the binding of run o.RunID against o.URL that
+// this host kept in o.SpoolDir, or nil. It creates nothing.
+func spooledBinding(o Options) *localBinding {
+	if o.SpoolDir == "" {
+		return nil
+	}
+	sp := &spool{bind: filepath.Join(o.SpoolDir, o.RunID+".run.json")}
+	b, err := sp.binding()
+	if err != nil || b == nil || b.URL != o.URL || b.RunID != o.RunID {
+		return nil
+	}
+	return b
 }
 
 // heldPermit is Admit's answer for a run that is bound already: its

@@ -349,7 +349,15 @@ func TestRemoteAdmittedRunResumesOffline(t *testing.T) {
 
 	f.setDown(true)
 	o := remoteOptions(f, spool, "run-o", digestA)
-	o.RequirePermit = true
+	p, err := Held(t.Context(), o) // what a mount checks against the store first
+	if err != nil {
+		t.Fatalf("Held offline: %v", err)
+	}
+	samePermit(t, "Held offline", p, held)
+	if _, err := Held(t.Context(), remoteOptions(f, t.TempDir(), "run-o", digestA)); err == nil {
+		t.Fatal("Held offline without the spooled binding succeeded")
+	}
+	o.RequirePermit, o.Permit = true, p
 	r, err = Open(t.Context(), o)
 	if err != nil {
 		t.Fatalf("offline resume of an admitted run: %v", err)
