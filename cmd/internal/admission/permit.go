@@ -120,8 +120,11 @@ func grantedAt(ctx context.Context, st store.Store, p runrecord.Permit) (*gate.R
 		return nil, fmt.Errorf("gate %s has no generation %d (it is at %d)", p.Gate, p.Generation, top)
 	}
 	rec := hist[top-p.Generation]
-	if rec.Digest != p.Digest {
-		return nil, fmt.Errorf("gate %s generation %d points at %q, not %s", p.Gate, p.Generation, rec.Digest, p.Digest)
+	switch {
+	case rec.Digest == "":
+		return nil, fmt.Errorf("gate %s generation %d has no active snapshot, not %s", p.Gate, p.Generation, p.Digest)
+	case rec.Digest != p.Digest:
+		return nil, fmt.Errorf("gate %s generation %d points at %s, not %s", p.Gate, p.Generation, rec.Digest, p.Digest)
 	}
 	return rec, nil
 }
