@@ -78,9 +78,9 @@ func BenchmarkRecordSize1M(b *testing.B) {
 					total += len(t)
 				}
 				t0 := time.Now()
-				u := NewSet()
+				u, dec := NewSet(), NewDecoder(tab)
 				for _, t := range texts {
-					d, err := Decode(t)
+					d, err := dec.Decode(t)
 					if err != nil {
 						b.Fatal(err)
 					}

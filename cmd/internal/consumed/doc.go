@@ -22,8 +22,11 @@
 // each of those in ascending member order. Runs code a set read in order
 // in a few bytes, and gaps deflate to about 8 bits a member in a set read
 // in random order, half the size of roaring's portable format deflated.
-// Decode checks every byte of it (it never panics, and bounds the inflated
-// size), so a damaged or hostile record yields an error, not a wrong set.
+// A Decoder, made for the run's member table, checks every byte of it (it
+// never panics), refuses a member or granule beyond the table before it
+// allocates for it, and caps what a run's sets cost together, so a damaged
+// or hostile record yields an error, not a wrong set nor a heap that grows
+// beyond the table's worth.
 //
 // # The tracker
 //

@@ -72,7 +72,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		if !strings.HasPrefix(text, "c1.") || strings.ContainsAny(text, "\"\\+/= \n") {
 			t.Fatalf("case %d: text %.40q... is not versioned URL-safe base64", k, text)
 		}
-		got, err := Decode(text)
+		got, err := decode(text)
 		if err != nil {
 			t.Fatalf("case %d: Decode: %v", k, err)
 		}
@@ -131,7 +131,7 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Decode(tc.text)
+			s, err := decode(tc.text)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Decode = %v, %v; want an error with %q", s, err, tc.want)
 			}
@@ -142,12 +142,12 @@ func TestDecodeErrors(t *testing.T) {
 	}
 	// Valid input of the same shapes decodes to what it says, so the cases
 	// above fail for the reason they name.
-	s, err := Decode(uvarints(1, 5, 0, 2, 0, 1, 0, 1, 1, 1, 0, 2, 0, 3, 2, 3))
+	s, err := decode(uvarints(1, 5, 0, 2, 0, 1, 0, 1, 1, 1, 0, 2, 0, 3, 2, 3))
 	want := set([]uint32{5}, []uint32{0, 2, 3}, map[uint32][]uint32{1: {0, 1, 2, 6, 7, 8, 9}})
 	if err != nil || !equal(s, want) {
 		t.Fatalf("valid input: %v, %v; want %s", s, err, describe(want))
 	}
-	if _, err := Decode(uvarints(1, 1<<32-1, 0, empty, empty)); err != nil {
+	if _, err := decode(uvarints(1, 1<<32-1, 0, empty, empty)); err != nil {
 		t.Fatalf("the largest member index: %v", err)
 	}
 }
@@ -155,16 +155,16 @@ func TestDecodeErrors(t *testing.T) {
 func TestDecodeBomb(t *testing.T) {
 	defer func(n int) { maxInflated = n }(maxInflated)
 	maxInflated = 1 << 20
-	if _, err := Decode(deflated(make([]byte, maxInflated+1))); err == nil || !strings.Contains(err.Error(), "inflated") {
+	if _, err := decode(deflated(make([]byte, maxInflated+1))); err == nil || !strings.Contains(err.Error(), "inflated") {
 		t.Fatalf("Decode of a bomb = %v, want the inflated size refused", err)
 	}
-	if _, err := Decode(deflated(make([]byte, maxInflated))); err == nil || strings.Contains(err.Error(), "inflated") {
+	if _, err := decode(deflated(make([]byte, maxInflated))); err == nil || strings.Contains(err.Error(), "inflated") {
 		t.Fatalf("Decode at the limit = %v, want it read (and refused as malformed)", err)
 	}
 }
 
 func TestDecodeThenCheck(t *testing.T) {
-	s, err := Decode(set(nil, []uint32{2, 1000}, nil).Encode())
+	s, err := decode(set(nil, []uint32{2, 1000}, nil).Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +185,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(uvarints(1, 5, 0, 2, 0, 1, 0, 1, 1, 1, 0, 2, 0, 3, 2, 3))
 	f.Add("c1.")
 	f.Add("c1.AAAA")
+	f.Add(set([]uint32{99}, []uint32{3}, map[uint32][]uint32{50: {0, 60}}).Encode())
 	f.Fuzz(func(t *testing.T, text string) {
-		s, err := Decode(text)
+		s, err := decode(text)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("error is not one line: %q", err)
@@ -194,11 +195,19 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		checkInvariants(t, s)
-		again, err := Decode(s.Encode())
+		again, err := decode(s.Encode())
 		if err != nil || !equal(again, s) {
 			t.Fatalf("re-encoding %s: %v", describe(s), err)
 		}
 		s.Summarize(tableOf(100))
 		_ = s.Check(100)
+		// Against a table, what is accepted fits it: a tracker of that
+		// table takes it as a seed.
+		tab := tableOf(100)
+		if s, err := NewDecoder(tab).Decode(text); err == nil {
+			if err := NewTracker(tab).Seed(s); err != nil {
+				t.Fatalf("a set the table's Decoder accepted does not fit the table: %v", err)
+			}
+		}
 	})
 }

@@ -2,6 +2,7 @@ package consumed
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -92,3 +93,12 @@ func tableOf(n int) *verify.Table {
 	}
 	return verify.NewTable(ms)
 }
+
+// unbounded returns a Decoder for any member index and granule, with no
+// cap: for tests of the format itself.
+func unbounded() *Decoder {
+	return &Decoder{members: 1 << 32, granules: func(uint32) uint64 { return 1 << 32 }, worth: math.MaxInt64 / 64, left: math.MaxInt64 / 8}
+}
+
+// decode decodes text with an unbounded Decoder.
+func decode(text string) (*Set, error) { return unbounded().Decode(text) }

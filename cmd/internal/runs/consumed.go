@@ -20,9 +20,11 @@ import (
 // many times: it counts once, with the largest byte count and full if any
 // list says so. Every index is checked against t, so t must be the table of
 // the run's snapshot; an event that does not decode or names an unknown
-// member is an error.
+// member is an error, as are events that together decode to more than the
+// table bounds (see consumed.Decoder): memory stays bounded by t however
+// the record was written.
 func Consumed(run *runrecord.Run, t *verify.Table) (*consumed.Set, error) {
-	s := consumed.NewSet()
+	s, dec := consumed.NewSet(), consumed.NewDecoder(t)
 	legacy := map[string]consumed.Legacy{}
 	var order []string // legacy paths in first-seen order, for a stable error
 	for i := range run.Events {
@@ -31,7 +33,7 @@ func Consumed(run *runrecord.Run, t *verify.Table) (*consumed.Set, error) {
 			continue
 		}
 		if e.Set != "" {
-			d, err := consumed.Decode(e.Set)
+			d, err := dec.Decode(e.Set)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: consumed event of %s (seq %d): %w", run.RunID, e.Time.Format(timeLayout), e.Seq, err)
 			}
