@@ -49,6 +49,12 @@ type Event struct {
 	// writes its consumed delta (a Go duration), on run_start and resume.
 	Store         string `json:"store,omitempty"`
 	FlushInterval string `json:"flush_interval,omitempty"`
+	// Proc names the mount's process on its host for as long as the host
+	// runs, on run_start and resume: the kernel's boot id, "/", and the
+	// process's start time in clock ticks since boot (field 22 of
+	// /proc/self/stat), so that a pid reused by another process is not
+	// taken for the mount (see LocalLiveness).
+	Proc string `json:"proc,omitempty"`
 
 	// The member concerned, on mismatch, version_missing and fetch_failed.
 	Path      string `json:"path,omitempty"`

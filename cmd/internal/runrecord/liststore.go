@@ -166,7 +166,7 @@ func window(ms []Mount, now time.Time, alive Liveness) (from time.Time, ok bool)
 			continue
 		}
 		if alive != nil {
-			if _, known := alive(m.Host, m.PID); known {
+			if _, known := alive(&m); known {
 				continue
 			}
 		}

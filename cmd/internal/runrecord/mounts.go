@@ -1,11 +1,6 @@
 package runrecord
 
-import (
-	"errors"
-	"os"
-	"syscall"
-	"time"
-)
+import "time"
 
 // Run states (Run.State, Mount.State).
 const (
@@ -32,28 +27,15 @@ type Mount struct {
 	End           *time.Time    `json:"end,omitempty"` // run_end time; nil if none
 	Last          time.Time     `json:"last"`          // its latest event
 	Store         string        `json:"store,omitempty"`
+	Proc          string        `json:"-"` // the process's identity on its host (Event.Proc); "" in older records
 	FlushInterval time.Duration `json:"-"`
 	Totals        *Totals       `json:"totals,omitempty"` // from its run_end
 	State         string        `json:"state"`            // running | ended | crashed
 }
 
-// Liveness reports whether process pid on host is alive; known=false when
-// it cannot tell (another host).
-type Liveness func(host string, pid int) (alive, known bool)
-
-// LocalLiveness is the Liveness of this host: for a process of this host
-// (its hostname) it asks kill(pid, 0), where EPERM (another user's
-// process) counts as alive; of other hosts it knows nothing.
-func LocalLiveness(host string, pid int) (alive, known bool) {
-	if pid <= 0 || host == "" {
-		return false, false
-	}
-	if me, err := os.Hostname(); err != nil || me != host {
-		return false, false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM), true
-}
+// Liveness reports whether the process of mount m is alive; known=false
+// when it cannot tell (another host). See LocalLiveness.
+type Liveness func(m *Mount) (alive, known bool)
 
 // Mounts returns the run's mounts in the order they started, each with
 // its state at now. A run_start or resume starts a mount; an event names
@@ -78,7 +60,7 @@ func (r *Run) Mounts(now time.Time, alive Liveness) []Mount {
 			continue
 		}
 		if e.Event == RunStart || e.Event == Resume {
-			m := Mount{Host: e.Host, PID: e.PID, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store}
+			m := Mount{Host: e.Host, PID: e.PID, Proc: e.Proc, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store}
 			m.FlushInterval, _ = time.ParseDuration(e.FlushInterval)
 			ms = append(ms, m)
 			if e.Host != "" || e.PID != 0 {
@@ -125,7 +107,7 @@ func (m *Mount) state(now time.Time, alive Liveness) string {
 		return StateEnded
 	}
 	if alive != nil {
-		if a, known := alive(m.Host, m.PID); known {
+		if a, known := alive(m); known {
 			if a {
 				return StateRunning
 			}

@@ -1,9 +1,11 @@
 package runrecord
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -21,11 +23,11 @@ func ev(r, kind string, m float64, host string, pid int, seq int64) Event {
 // knows is a Liveness that knows the processes in alive (host/pid -> alive)
 // and nothing of other hosts than "h1".
 func knows(alive map[int]bool) Liveness {
-	return func(host string, pid int) (bool, bool) {
-		if host != "h1" {
+	return func(m *Mount) (bool, bool) {
+		if m.Host != "h1" {
 			return false, false
 		}
-		return alive[pid], true
+		return alive[m.PID], true
 	}
 }
 
@@ -132,18 +134,97 @@ func TestLocalLiveness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, known := LocalLiveness(host, os.Getpid()); !a || !known {
+	live := func(pid int) (bool, bool) { return LocalLiveness(&Mount{Host: host, PID: pid, Start: time.Now()}) }
+	if a, known := live(os.Getpid()); !a || !known {
 		t.Errorf("this process: alive %v known %v", a, known)
 	}
-	if a, known := LocalLiveness(host, 1); !a || !known {
+	if a, known := live(1); !a || !known {
 		t.Errorf("pid 1 (EPERM or alive): alive %v known %v", a, known)
 	}
-	if a, known := LocalLiveness(host, deadPID(t)); a || !known {
+	if a, known := live(deadPID(t)); a || !known {
 		t.Errorf("a dead process: alive %v known %v", a, known)
 	}
-	if _, known := LocalLiveness(host+"-elsewhere", os.Getpid()); known {
+	if _, known := LocalLiveness(&Mount{Host: host + "-elsewhere", PID: os.Getpid()}); known {
 		t.Error("another host's process is known")
 	}
+}
+
+// A mount killed and not yet reaped is a zombie: kill(pid, 0) succeeds on
+// it, yet it serves nothing (issue 22, item 10).
+func TestLocalLivenessZombieIsDead(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Wait() // reaps it at the end
+	pid := c.Process.Pid
+	m := &Mount{Host: host, PID: pid, Proc: procOf(t, pid), Start: time.Now()}
+	if a, known := LocalLiveness(m); !a || !known {
+		t.Fatalf("the child, running: alive %v known %v", a, known)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for st, _ := readProcStat(pid); st.state != 'Z'; st, _ = readProcStat(pid) {
+		if ctx.Err() != nil {
+			t.Fatalf("the killed child is not a zombie: state %q", st.state)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("kill(zombie, 0) = %v; the test needs it to succeed, as on Linux", err)
+	}
+	if a, known := LocalLiveness(m); a || !known {
+		t.Fatalf("a killed, unreaped mount: alive %v known %v; want dead", a, known)
+	}
+}
+
+// A live process that is not the mount's (its pid was reused) does not
+// keep the mount running: by the identity its run_start records, or, in an
+// older record without it, by starting after the mount did.
+func TestLocalLivenessReusedPID(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := procOf(t, os.Getpid())
+	boot, _, _ := strings.Cut(me, "/")
+	for _, tc := range []struct {
+		name  string
+		m     Mount
+		alive bool
+	}{
+		{"its own start time", Mount{Proc: me}, true},
+		{"another start time", Mount{Proc: boot + "/1"}, false},
+		{"another boot", Mount{Proc: "00000000-0000-0000-0000-000000000000/" + strings.TrimPrefix(me, boot+"/")}, false},
+		{"no identity, the mount started after the process", Mount{Start: time.Now()}, true},
+		{"no identity, the mount started before the process", Mount{Start: time.Now().Add(-24 * time.Hour)}, false},
+	} {
+		tc.m.Host, tc.m.PID = host, os.Getpid()
+		if a, known := LocalLiveness(&tc.m); a != tc.alive || !known {
+			t.Errorf("%s: alive %v known %v; want alive %v", tc.name, a, known, tc.alive)
+		}
+	}
+}
+
+// procOf returns the identity run_start records for process pid.
+func procOf(t testing.TB, pid int) string {
+	t.Helper()
+	st, err := readProcStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := procIdentity(st)
+	if id == "" {
+		t.Fatal("no boot id")
+	}
+	return id
 }
 
 // deadPID returns the pid of a process that has exited and been reaped.

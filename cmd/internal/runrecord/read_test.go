@@ -50,12 +50,14 @@ func threeRuns(t testing.TB, host string, dead int) []Event {
 	end.Totals = &Totals{MembersOpened: 2}
 	mm := ev("done", Mismatch, 1, "h9", 5, 2)
 	mm.Path = "train/a.bin"
+	live := ev("live", RunStart, 1.5, host, me, 1)
+	live.Proc = selfIdentity() // as Open writes it: at(1.5) is long before this process started
 	return []Event{
 		start,
 		ev("dead", RunStart, 0.5, host, dead, 1),
 		mm,
 		consumedEv("done", 2, "h9", 5, 3, "c1.first"),
-		ev("live", RunStart, 1.5, host, me, 1),
+		live,
 		consumedEv("dead", 2.5, host, dead, 2, "c1.dead"),
 		end,
 		ev("done", Resume, 10, "h9", 6, 1),

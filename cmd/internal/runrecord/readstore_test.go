@@ -123,6 +123,9 @@ func TestReadStore(t *testing.T) {
 	if s := run.State(time.Now(), LocalLiveness); s != StateRunning { // this process, no run_end
 		t.Fatalf("state %s", s)
 	}
+	if p := run.Events[4].Proc; p == "" || p != selfIdentity() { // resume names this process
+		t.Fatalf("resume records process %q, want this one's %q", p, selfIdentity())
+	}
 	noSpool := src
 	noSpool.SpoolDir = ""
 	if run, err := ReadRun(ctx, noSpool, "plain"); err != nil || kinds(run.Events) != "run_start,mismatch,consumed,run_end,resume,consumed" || run.Spooled != 0 {

@@ -132,7 +132,7 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	}
 	first := func(kind string) (*Event, []byte, error) {
 		r.resumed = kind == Resume
-		e := &Event{Event: kind, Store: o.Store}
+		e := &Event{Event: kind, Store: o.Store, Proc: selfIdentity()}
 		if o.FlushInterval > 0 {
 			e.FlushInterval = o.FlushInterval.String()
 		}

@@ -253,7 +253,7 @@ func TestExportPROVFollowsTheSpec(t *testing.T) {
 func TestExportPROVOfARunStillGoing(t *testing.T) {
 	tab := testTable(t)
 	run := &runrecord.Run{RunID: "odd id/with space", Digest: testDigest, Events: []runrecord.Event{event(runrecord.RunStart, 1, "host one", 1)}}
-	r, s := showAndConsumed(t, run, tab, at(2), func(string, int) (bool, bool) { return true, true }, false)
+	r, s := showAndConsumed(t, run, tab, at(2), func(*runrecord.Mount) (bool, bool) { return true, true }, false)
 	b, err := ExportPROV(r, tab, s)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 )
 
 // dead says every process is known to be gone.
-func dead(string, int) (bool, bool) { return false, true }
+func dead(*runrecord.Mount) (bool, bool) { return false, true }
 
 func TestShowSumsMountsGroupsEventsAndSummarises(t *testing.T) {
 	tab := testTable(t)
@@ -92,7 +92,7 @@ func TestShowJSONHasTheKeysTheIssueNames(t *testing.T) {
 		"started":  {RunID: "r2", Digest: testDigest, Events: []runrecord.Event{event(runrecord.RunStart, 1, "h", 1)}},
 		"admitted": {RunID: "r3", Digest: testDigest, Permit: &runrecord.Permit{RunID: "r3", Digest: testDigest, Purpose: "train"}},
 	} {
-		r, err := Show(run, tab, at(2), func(string, int) (bool, bool) { return true, true }, false)
+		r, err := Show(run, tab, at(2), func(*runrecord.Mount) (bool, bool) { return true, true }, false)
 		if err != nil {
 			t.Fatal(err)
 		}
