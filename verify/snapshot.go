@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"runtime/debug"
 	"strings"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // Checked is the result of checking a manifest and its member table:
@@ -108,7 +110,7 @@ type Getter interface {
 // checks them. When g is also an Opener, the table is streamed
 // (CheckReader) rather than read whole.
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
-	mb, err := g.Get(ctx, ManifestKey(d))
+	mb, err := store.GetAtMost(ctx, g, ManifestKey(d), store.MaxManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &noManifestError{d: d, where: storeName(g), err: err}
 	}
@@ -172,7 +174,10 @@ func storeName(g Getter) string {
 // also returns the table's size.
 func getTable(ctx context.Context, g Getter, m *Manifest) (*Checked, int, error) {
 	td, _ := m.Members.Digest()
-	tb, err := g.Get(ctx, MembersKey(td))
+	tb, err := store.GetAtMost(ctx, g, MembersKey(td), store.TableLimit(m.Members.Count))
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, 0, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(MembersKey(td), store.TableLimit(m.Members.Count), m.Members.Count))
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // Opener is a Getter that can also stream a blob: Open returns a reader
@@ -74,13 +76,30 @@ type readError struct{ err error }
 
 func (e *readError) Error() string { return "read: " + e.err.Error() }
 
-// openTable streams the member table of m from o and checks it.
+// openTable streams the member table of m from o and checks it. A table
+// larger than the manifest's count allows (store.TableLimit) is refused:
+// before it is read when its size says so, else once that much has come.
 func openTable(ctx context.Context, o Opener, m *Manifest) (*Checked, error) {
 	td, _ := m.Members.Digest()
-	rc, size, err := o.Open(ctx, MembersKey(td))
+	key := MembersKey(td)
+	rc, size, err := o.Open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
 	}
 	defer rc.Close()
-	return checkTableFrom(m, rc, size)
+	limit := store.TableLimit(m.Members.Count)
+	if size > limit {
+		return nil, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(key, limit, m.Members.Count))
+	}
+	c, err := checkTableFrom(m, store.LimitReader(rc, limit, key), size)
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(key, limit, m.Members.Count))
+	}
+	return c, err
+}
+
+// tableTooLarge is the error for a member table, at key, larger than the
+// limit for the count of members its manifest says.
+func tableTooLarge(key string, limit, count int64) error {
+	return fmt.Errorf("%w (for the %d members the manifest counts)", store.TooLarge(key, limit), count)
 }

@@ -74,8 +74,18 @@ func (s *Store) path(key string) (string, error) {
 	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
 }
 
-// Get returns the bytes of the blob at key.
+// Get returns the bytes of the blob at key: GetAtMost with
+// store.MaxBlob(key).
 func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	return s.GetAtMost(ctx, key, store.MaxBlob(key))
+}
+
+// GetAtMost returns the bytes of the blob at key if it holds at most max.
+// The blob must be a regular file: it is opened without following a
+// symbolic link and without blocking (a FIFO at key fails at once; see
+// store.OpenRegular), and a file larger than max is refused before it is
+// read (store.ReadAtMost).
+func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -83,7 +93,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(p)
+	data, err := store.ReadRegular(p, max)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: get %s: %w", key, mapErr(err))
 	}
@@ -162,15 +172,11 @@ func conflict(key, p string) error {
 
 // sameBytes reports whether the file at p holds exactly data.
 func sameBytes(p string, data []byte) (bool, error) {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return false, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() != int64(len(data)) {
+	old, err := store.ReadRegular(p, int64(len(data)))
+	switch {
+	case errors.Is(err, store.ErrTooLarge) || errors.Is(err, store.ErrNotRegular):
 		return false, nil
-	}
-	old, err := os.ReadFile(p)
-	if err != nil {
+	case err != nil:
 		return false, err
 	}
 	return bytes.Equal(old, data), nil
@@ -228,16 +234,15 @@ func (s *Store) PutCAS(ctx context.Context, digest string, r io.Reader, size int
 // hash to want, an error wrapping fs.ErrNotExist if there is none, and one
 // wrapping b3.ErrMismatch if it holds anything else.
 func holds(ctx context.Context, p string, want b3.Sum, size int64) error {
-	f, err := os.Open(p)
+	f, fi, err := store.OpenRegular(p, os.O_RDONLY, 0)
+	if errors.Is(err, store.ErrNotRegular) {
+		return fmt.Errorf("%w: %w", b3.ErrMismatch, err)
+	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() != size {
+	if fi.Size() != size {
 		return fmt.Errorf("%s: not a regular file of %d bytes: %w", p, size, b3.ErrMismatch)
 	}
 	return b3.Check(ctxReader{ctx, f}, want)
@@ -362,14 +367,9 @@ func (s *Store) ReadRange(ctx context.Context, obj store.Object, off, length int
 	if off < 0 {
 		return nil, fmt.Errorf("localstore: read %v: negative offset %d", obj, off)
 	}
-	f, err := os.Open(p)
+	f, fi, err := store.OpenRegular(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("localstore: read %v: %w", obj, mapErr(err))
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("localstore: read %v: %w", obj, err)
 	}
 	size := fi.Size()
 	if off > size {

@@ -39,7 +39,7 @@ func (s *Store) Load(ctx context.Context, key string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	data, err := readNoFollow(p)
+	data, err := store.ReadRegular(p, store.MaxBlob(key))
 	if err != nil {
 		return nil, "", fmt.Errorf("localstore: load %s: %w", key, mapErr(err))
 	}
@@ -75,7 +75,7 @@ func (s *Store) Swap(ctx context.Context, key string, data []byte, rev string) e
 	}
 	defer unlock()
 
-	cur, err := readNoFollow(p)
+	cur, err := store.ReadRegular(p, store.MaxBlob(key))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if rev != "" {
@@ -102,27 +102,6 @@ func (s *Store) Swap(ctx context.Context, key string, data []byte, rev string) e
 func revision(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
-}
-
-// readNoFollow reads the regular file at p without following a symbolic
-// link at p itself.
-func readNoFollow(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link, not a blob", p)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	return io.ReadAll(f)
 }
 
 // lockFile takes an exclusive flock on the file at p (created if need be,

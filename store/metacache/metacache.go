@@ -88,13 +88,21 @@ func (c *Cache) String() string {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats { return Stats{WriteErrors: c.writeErrors.Load()} }
 
-// Get returns the blob under key: the local copy when it is intact,
-// otherwise the remote one, which is then kept locally.
+// Get returns the blob under key: GetAtMost with store.MaxBlob(key).
 func (c *Cache) Get(ctx context.Context, key string) ([]byte, error) {
-	if b, err := c.local(key); err == nil && intact(key, b) {
+	return c.GetAtMost(ctx, key, store.MaxBlob(key))
+}
+
+// GetAtMost returns the blob under key if it holds at most max bytes: the
+// local copy when it is intact, otherwise the remote one, which is then
+// kept locally. A local copy is read only if it is a regular file of at
+// most max bytes (store.ReadRegular); the remote one through
+// store.GetAtMost.
+func (c *Cache) GetAtMost(ctx context.Context, key string, max int64) ([]byte, error) {
+	if b, err := c.local(key, max); err == nil && intact(key, b) {
 		return b, nil
 	}
-	return c.fetch(ctx, key)
+	return c.fetch(ctx, key, max)
 }
 
 // Outboard returns the Bao outboard of the member with digest d and size
@@ -107,11 +115,11 @@ func (c *Cache) Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) 
 	}
 	key := verify.OutboardKey(d.Hex())
 	if !fresh {
-		if b, err := c.local(key); err == nil && len(b) == b3.OutboardSize(size) {
+		if b, err := c.local(key, int64(b3.OutboardSize(size))); err == nil && len(b) == b3.OutboardSize(size) {
 			return b, nil
 		}
 	}
-	b, err := c.fetch(ctx, key)
+	b, err := c.fetch(ctx, key, int64(b3.OutboardSize(size)))
 	if err != nil {
 		return nil, err
 	}
@@ -128,20 +136,22 @@ func (c *Cache) path(key string) (string, error) {
 	return filepath.Join(c.dir, filepath.FromSlash(key)), nil
 }
 
-func (c *Cache) local(key string) ([]byte, error) {
+// local reads the local copy of key, if it is a regular file of at most
+// max bytes.
+func (c *Cache) local(key string, max int64) ([]byte, error) {
 	p, err := c.path(key)
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	return store.ReadRegular(p, max)
 }
 
-// fetch reads key from the remote and stores a copy.
-func (c *Cache) fetch(ctx context.Context, key string) ([]byte, error) {
+// fetch reads key, at most max bytes, from the remote and stores a copy.
+func (c *Cache) fetch(ctx context.Context, key string, max int64) ([]byte, error) {
 	if c.remote == nil {
 		return nil, fmt.Errorf("%s: not cached and no store: %w", key, store.ErrNotFound)
 	}
-	b, err := c.remote.Get(ctx, key)
+	b, err := store.GetAtMost(ctx, c.remote, key, max)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -40,11 +41,8 @@ func (c *Cache) Open(ctx context.Context, key string) (io.ReadCloser, int64, err
 	if err != nil {
 		return nil, 0, err
 	}
-	if f, err := os.Open(p); err == nil {
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			return f, fi.Size(), nil
-		}
-		f.Close()
+	if f, fi, err := store.OpenRegular(p, os.O_RDONLY, 0); err == nil {
+		return f, fi.Size(), nil
 	}
 	o, ok := c.remote.(verify.Opener)
 	if !ok {

@@ -87,8 +87,11 @@ func (b *Bucket) objectKey(key string) (string, error) {
 func (b *Bucket) where(k string) string { return "s3://" + b.bucket + "/" + k }
 
 // getBlob GETs the current version of the store key k (from objectKey) and
-// returns its bytes and ETag. It must never be used for a member object.
-func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, string, error) {
+// returns its bytes and ETag, if it holds at most max bytes: a larger
+// Content-Length is refused before the body is read, and a body that runs
+// on beyond max anyway once max+1 bytes have come (store.ReadAtMost). It
+// must never be used for a member object.
+func (b *Bucket) getBlob(ctx context.Context, k string, max int64) ([]byte, string, error) {
 	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
 	if err != nil {
 		return nil, "", mapErr("get", b.where(k), err)
@@ -98,7 +101,7 @@ func (b *Bucket) getBlob(ctx context.Context, k string) ([]byte, string, error) 
 	if out.ContentLength != nil {
 		n = *out.ContentLength
 	}
-	data, err := io.ReadAll(store.ExactReader(out.Body, n))
+	data, err := store.ReadAtMost(store.ExactReader(out.Body, n), n, max, "")
 	if err != nil {
 		return nil, "", fmt.Errorf("s3store: get %s: %w", b.where(k), err)
 	}
@@ -115,13 +118,19 @@ func (b *Bucket) headBlob(ctx context.Context, k string) (*s3.HeadObjectOutput, 
 	return out, nil
 }
 
-// Get returns the blob at key.
+// Get returns the blob at key: GetAtMost with store.MaxBlob(key).
 func (b *Bucket) Get(ctx context.Context, key string) ([]byte, error) {
+	return b.GetAtMost(ctx, key, store.MaxBlob(key))
+}
+
+// GetAtMost returns the blob at key if it holds at most max bytes (see
+// getBlob).
+func (b *Bucket) GetAtMost(ctx context.Context, key string, max int64) ([]byte, error) {
 	k, err := b.objectKey(key)
 	if err != nil {
 		return nil, err
 	}
-	data, _, err := b.getBlob(ctx, k)
+	data, _, err := b.getBlob(ctx, k, max)
 	return data, err
 }
 
@@ -230,7 +239,7 @@ func (b *Bucket) sameBlob(ctx context.Context, k string, data []byte) error {
 		return err
 	}
 	if aws.ToInt64(head.ContentLength) == int64(len(data)) {
-		old, _, err := b.getBlob(ctx, k)
+		old, _, err := b.getBlob(ctx, k, int64(len(data)))
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,12 +20,13 @@ func (b *Bucket) Open(ctx context.Context, key string) (io.ReadCloser, int64, er
 	if err != nil {
 		return nil, 0, err
 	}
-	return b.openBlob(ctx, k)
+	return b.openBlob(ctx, k, store.MaxBlob(key))
 }
 
 // openBlob GETs the current version of the store key k (from objectKey)
-// as a stream: getBlob without reading the body.
-func (b *Bucket) openBlob(ctx context.Context, k string) (io.ReadCloser, int64, error) {
+// as a stream: getBlob without reading the body. A Content-Length beyond
+// max is refused; the caller bounds a body of unknown length.
+func (b *Bucket) openBlob(ctx context.Context, k string, max int64) (io.ReadCloser, int64, error) {
 	out, err := b.api.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(k)})
 	if err != nil {
 		return nil, 0, mapErr("get", b.where(k), err)
@@ -32,6 +34,10 @@ func (b *Bucket) openBlob(ctx context.Context, k string) (io.ReadCloser, int64, 
 	n := int64(-1)
 	if out.ContentLength != nil {
 		n = *out.ContentLength
+	}
+	if n > max {
+		out.Body.Close()
+		return nil, 0, fmt.Errorf("s3store: get %s: %w", b.where(k), store.TooLarge("", max))
 	}
 	return store.ExactReader(out.Body, n), n, nil
 }

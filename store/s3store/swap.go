@@ -26,7 +26,7 @@ func (b *Bucket) Load(ctx context.Context, key string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	data, etag, err := b.getBlob(ctx, k)
+	data, etag, err := b.getBlob(ctx, k, store.MaxBlob(key))
 	if err != nil {
 		return nil, "", err
 	}

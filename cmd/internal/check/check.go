@@ -152,7 +152,7 @@ func checkOne(ctx context.Context, st store.Store, m *verify.Member, deep bool) 
 		return fail(verify.KindMismatch, "%v hashes to %s, pinned %s", obj, sum, m.Digest)
 	}
 	if m.Size > b3.GroupSize {
-		stored, err := st.Get(ctx, verify.OutboardKey(sum.Hex()))
+		stored, err := store.GetAtMost(ctx, st, verify.OutboardKey(sum.Hex()), int64(b3.OutboardSize(m.Size)))
 		if err != nil {
 			return fail(verify.KindReadFailed, "Bao outboard: %v", err)
 		}

@@ -72,13 +72,14 @@ func appendLine(f *os.File, line []byte) error {
 	return f.Sync()
 }
 
-// readAll reads f from the start.
-func readAll(f *os.File) ([]byte, error) {
+// readAll reads f from the start, at most max bytes (see
+// store.ReadAtMost).
+func readAll(f *os.File, max int64) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.NewSectionReader(f, 0, fi.Size()))
+	return store.ReadAtMost(io.NewSectionReader(f, 0, fi.Size()), fi.Size(), max, f.Name())
 }
 
 // writeAtomic replaces the file p with data: a synced temp file renamed
@@ -113,26 +114,25 @@ func writeAtomic(p string, data []byte) (err error) {
 	return store.SyncDir(dir)
 }
 
-// openFile is os.OpenFile (which sets O_CLOEXEC) with O_NOFOLLOW: a
-// symbolic link planted at p, say in a cache dir that another user could
-// write to, makes it fail rather than be followed to a file of the
-// attacker's choosing.
+// openFile is os.OpenFile (which sets O_CLOEXEC) through
+// store.OpenRegular: a symbolic link planted at p, say in a cache dir that
+// another user could write to, makes it fail rather than be followed to a
+// file of the attacker's choosing, and so does a FIFO (at once: it is
+// opened without blocking), a device or a directory at p.
 func openFile(p string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW, perm)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", p, err)
-	}
+	f, _, err := store.OpenRegular(p, flag, perm)
 	return f, err
 }
 
-// readFile is os.ReadFile through openFile.
-func readFile(p string) ([]byte, error) {
+// readFile reads the regular file at p, at most max bytes, through
+// openFile.
+func readFile(p string, max int64) ([]byte, error) {
 	f, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return readAll(f)
+	return readAll(f, max)
 }
 
 // openAppend opens p for appending (creating it 0644 and syncing its

@@ -77,7 +77,7 @@ func TestLineScannerBoundaries(t *testing.T) {
 	}
 	data.WriteString("\n  \n")
 	for _, size := range []int{16, 17, 23, 64} {
-		sc := &lineScanner{br: bufio.NewReaderSize(bytes.NewReader(data.Bytes()), size)}
+		sc := &lineScanner{br: bufio.NewReaderSize(bytes.NewReader(data.Bytes()), size), max: maxLine}
 		var got []string
 		for {
 			line, ok, err := sc.next(true)

@@ -1,7 +1,6 @@
 package runrecord
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -99,11 +98,18 @@ func readBinding(f *os.File, runID string) (localBound, error) {
 	if err != nil {
 		return b, err
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10)
+	// The fields read come before a line's payload: cut it off.
+	sc := newLineScanner(io.NewSectionReader(f, 0, fi.Size()))
 	quoted := []byte(`"` + runID + `"`)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 && bytes.Contains(line, quoted) {
+		line, _, err := sc.next(true)
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if bytes.Contains(line, quoted) {
 			var e struct {
 				RunID  string        `json:"run_id"`
 				Digest verify.Digest `json:"digest"`
@@ -122,12 +128,6 @@ func readBinding(f *os.File, runID string) (localBound, error) {
 					return b, nil
 				}
 			}
-		}
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
 		}
 	}
 }

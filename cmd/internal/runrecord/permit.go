@@ -149,7 +149,7 @@ func admitRemote(ctx context.Context, o Options, p Permit) (Permit, bool, error)
 		return Permit{}, false, fmt.Errorf("runrecord: %w: refusing to admit run %s", cerr, p.RunID)
 	}
 	// Bound already, or the create failed: look.
-	data, err := blobs.Get(ctx, key)
+	data, err := store.GetAtMost(ctx, blobs, key, store.MaxRecord)
 	if err != nil {
 		return Permit{}, false, fmt.Errorf("runrecord: admit run %s: create %s: %w", p.RunID, key, cerr)
 	}
@@ -183,7 +183,7 @@ func Held(ctx context.Context, o Options) (*Permit, error) {
 			return nil, fmt.Errorf("runrecord: %w", err)
 		}
 		key := bindingKey(o.RunID)
-		data, err := blobs.Get(ctx, key)
+		data, err := store.GetAtMost(ctx, blobs, key, store.MaxRecord)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil
 		}

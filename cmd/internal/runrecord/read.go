@@ -212,7 +212,7 @@ func spoolLines(src Source, runID string) ([][]byte, error) {
 	if err != nil || b == nil || !sameURL(b.URL, src.URL) {
 		return nil, err
 	}
-	data, err := readFile(filepath.Join(src.SpoolDir, runID+".jsonl"))
+	data, err := readFile(filepath.Join(src.SpoolDir, runID+".jsonl"), maxSpool)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // payloadMarks are where an event line's payload starts: Members and Set
@@ -17,18 +19,25 @@ var payloadMarks = [...][]byte{[]byte(`,"members":`), []byte(`,"set":`)}
 const maxMarkLen = len(`,"members":`)
 
 // lineScanner reads the lines of a JSON Lines file of any length through
-// one reusable buffer.
+// one reusable buffer, which holds at most max bytes of a line (what is
+// cut off a line does not count).
 type lineScanner struct {
 	br  *bufio.Reader
 	buf []byte
+	max int
 }
 
 func newLineScanner(r io.Reader) *lineScanner {
-	return &lineScanner{br: bufio.NewReaderSize(r, 1<<20)}
+	return &lineScanner{br: bufio.NewReaderSize(r, 1<<20), max: maxLine}
 }
 
+// maxLine is the most bytes of a record line that are read: a line is an
+// event, a record (store.MaxRecord). Tests lower it.
+var maxLine = store.MaxRecord
+
 // next returns the next line without its newline; it is valid until the
-// next call, and err is io.EOF after the last line. With cut, a line is
+// next call, and err is io.EOF after the last line. A line of more than
+// s.max bytes (before its cut) is an error wrapping store.ErrTooLarge. With cut, a line is
 // cut before its payload (see payloadMarks) and closed with '}', so that
 // only its other fields are kept and decoded; the payload is skipped
 // without being kept, and ok is false when it does not end the line as a
@@ -45,9 +54,15 @@ func (s *lineScanner) next(cut bool) (line []byte, ok bool, err error) {
 		}
 		if cutAt < 0 {
 			from := max(0, len(s.buf)-maxMarkLen+1)
-			s.buf = append(s.buf, body...)
+			s.buf = append(s.buf, body...) // at most one buffer's worth beyond s.max
 			if cut {
 				cutAt = firstMark(s.buf, from)
+			}
+			if cutAt >= 0 {
+				s.buf = s.buf[:cutAt]
+			}
+			if len(s.buf) > s.max {
+				return nil, false, fmt.Errorf("a line: %w", store.TooLarge("", int64(s.max)))
 			}
 		}
 		switch {
@@ -63,7 +78,7 @@ func (s *lineScanner) next(cut bool) (line []byte, ok bool, err error) {
 	if cutAt < 0 {
 		return s.buf, true, nil
 	}
-	s.buf = append(s.buf[:cutAt], '}')
+	s.buf = append(s.buf, '}')
 	return s.buf, last == '}', nil
 }
 

@@ -111,7 +111,7 @@ func readRunStore(ctx context.Context, src Source, runID string, consumedOnly bo
 // getBinding returns run runID's binding object, nil if there is none.
 func getBinding(ctx context.Context, blobs store.Blobs, url, runID string) (*binding, error) {
 	key := bindingKey(runID)
-	data, err := blobs.Get(ctx, key)
+	data, err := store.GetAtMost(ctx, blobs, key, store.MaxRecord)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -141,7 +141,7 @@ func getAll(ctx context.Context, b store.Blobs, keys []string) ([][]byte, error)
 				if i >= len(keys) || ctx.Err() != nil {
 					return
 				}
-				data, err := b.Get(ctx, keys[i])
+				data, err := store.GetAtMost(ctx, b, keys[i], store.MaxRecord)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}

@@ -161,7 +161,7 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 // run_start). Any other error means the binding could not be checked.
 func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 	key := bindingKey(s.runID)
-	data, err := s.blobs.Get(ctx, key)
+	data, err := store.GetAtMost(ctx, s.blobs, key, store.MaxRecord)
 	if errors.Is(err, store.ErrNotFound) {
 		if s.require {
 			return "", nil, checkPermit(s.runID, nil, s.digest, s.want)
@@ -222,7 +222,7 @@ func (s *remoteSink) claim(ctx context.Context, key string) (mine bool, data []b
 		return false, nil, fmt.Errorf("runrecord: %w: refusing to bind run %s", cerr, s.runID)
 	}
 	// Another mount created it first, or the create failed: look again.
-	if data, err = s.blobs.Get(ctx, key); err != nil {
+	if data, err = store.GetAtMost(ctx, s.blobs, key, store.MaxRecord); err != nil {
 		return false, nil, fmt.Errorf("create %s: %w", key, cerr)
 	}
 	return bytes.Equal(data, b), data, nil

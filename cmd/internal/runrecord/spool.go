@@ -30,6 +30,11 @@ type spool struct {
 	pending atomic.Int64
 }
 
+// maxSpool is the most bytes of a spool file read: the events of one run
+// that a mount of this host could not deliver (a day of consumed deltas
+// of a 1M-member snapshot read at random takes a few tens of MB).
+const maxSpool = 1 << 30
+
 // spoolEntry is one spooled event: its store key and its line.
 type spoolEntry struct {
 	key  string
@@ -153,7 +158,7 @@ func (s *spool) remove(delivered map[string]bool) (int, error) {
 // which Emit never acknowledged: it is skipped, and dropped by the next
 // rewrite.
 func (s *spool) read() ([]spoolEntry, error) {
-	data, err := readFile(s.path)
+	data, err := readFile(s.path, maxSpool)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -179,7 +184,7 @@ func (s *spool) read() ([]spoolEntry, error) {
 
 // binding returns the run's local binding, or nil if there is none.
 func (s *spool) binding() (*localBinding, error) {
-	data, err := readFile(s.bind)
+	data, err := readFile(s.bind, store.MaxRecord)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

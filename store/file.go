@@ -1,0 +1,68 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// ErrNotRegular: a path that should hold a file holds something else (a
+// FIFO, a device, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// OpenRegular opens the file at p with flag (os.O_RDONLY, os.O_RDWR, with
+// os.O_APPEND or os.O_CREATE as need be) and perm, never through a
+// symbolic link at p itself (O_NOFOLLOW: its error wraps ErrNotRegular
+// and says so), and returns it only if it is a regular file: it opens
+// with O_NONBLOCK, so that a FIFO planted at p does not block the open
+// until a writer comes, and checks the file it opened (fstat), so that
+// what it returns cannot be swapped after the check. On a regular file
+// O_NONBLOCK changes nothing.
+func OpenRegular(p string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", p, ErrNotRegular)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s is a %s, not a regular file: %w", p, fileKind(fi.Mode()), ErrNotRegular)
+	}
+	return f, fi, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
+}
+
+// ReadRegular reads the regular file at p (see OpenRegular), at most
+// limit bytes (see ReadAtMost: a larger file is refused before it is
+// read, naming p and limit).
+func ReadRegular(p string, limit int64) ([]byte, error) {
+	f, fi, err := OpenRegular(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadAtMost(f, fi.Size(), limit, p)
+}
