@@ -7,38 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/storetest"
 )
 
 // plantFIFO makes a FIFO, which nothing writes, at the file of key.
 func plantFIFO(t *testing.T, dir, key string) {
-	t.Helper()
-	p := filepath.Join(dir, filepath.FromSlash(key))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// soon runs f and fails t if it has not returned within 10 s, so that a
-// read blocked on a FIFO fails the test instead of hanging it.
-func soon(t *testing.T, what string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked for 10 s on a FIFO", what)
-		return nil
-	}
+	storetest.MakeFIFO(t, filepath.Join(dir, filepath.FromSlash(key)))
 }
 
 // A FIFO at a key makes every read of it fail at once, saying what it is,
@@ -65,13 +42,13 @@ func TestFIFOAtKeyFailsAtOnce(t *testing.T) {
 			return err
 		},
 	} {
-		err := soon(t, name, f)
+		err := storetest.Soon(t, name, f)
 		if err == nil || !strings.Contains(err.Error(), "FIFO") && !strings.Contains(err.Error(), "different bytes") {
 			t.Errorf("%s of a FIFO: %v; want it refused", name, err)
 		}
 	}
 	// PutCAS replaces what is not the blob, a FIFO included.
-	if err := soon(t, "PutCAS", func() error {
+	if err := storetest.Soon(t, "PutCAS", func() error {
 		_, err := s.PutCAS(ctx, d, bytes.NewReader([]byte("member")), 6)
 		return err
 	}); err != nil {

@@ -7,45 +7,19 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/localstore"
+	"github.com/pinfs/pinfs/store/storetest"
 )
-
-// within runs f and fails t if it has not returned within 10 s: a read
-// that blocks (on a FIFO) fails the test rather than hang it.
-func within(t *testing.T, what string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s blocked for 10 s (on a FIFO?)", what)
-		return nil
-	}
-}
-
-// fifo makes a FIFO at p, which nothing writes.
-func fifo(t *testing.T, p string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A FIFO at --run-record makes every reader and Open fail at once, naming
 // it, instead of blocking until a writer comes (issue 22, item 8).
 func TestRecordFIFOFailsAtOnce(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "runs.jsonl")
-	fifo(t, p)
+	storetest.MakeFIFO(t, p)
 	src := Source{URL: p}
 	for name, f := range map[string]func() error{
 		"run show": func() error { _, err := ReadRun(t.Context(), src, "r1"); return err },
@@ -58,7 +32,7 @@ func TestRecordFIFOFailsAtOnce(t *testing.T) {
 			return err
 		},
 	} {
-		err := within(t, name, f)
+		err := storetest.Soon(t, name, f)
 		if err == nil || !errors.Is(err, store.ErrNotRegular) || !strings.Contains(err.Error(), "FIFO") {
 			t.Errorf("%s of a FIFO record: %v; want it refused as a FIFO", name, err)
 		}
@@ -70,8 +44,8 @@ func TestSpoolFIFOFailsAtOnce(t *testing.T) {
 	for _, name := range []string{"run-s.jsonl", "run-s.run.json"} {
 		t.Run(name, func(t *testing.T) {
 			spool := t.TempDir()
-			fifo(t, filepath.Join(spool, name))
-			err := within(t, "Open", func() error {
+			storetest.MakeFIFO(t, filepath.Join(spool, name))
+			err := storetest.Soon(t, "Open", func() error {
 				r, err := Open(t.Context(), remoteOptions(newFake(), spool, "run-s", digestA))
 				if err == nil {
 					r.Close(t.Context())
