@@ -25,6 +25,24 @@ func OpenRegular(p string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, e
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, nil, fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", p, ErrNotRegular)
 	}
+	return regular(p, f, err)
+}
+
+// OpenUserFile opens, to read, a file the user named: on the command
+// line, or in a file of theirs (the key files a --policy file names). It
+// is OpenRegular except that it follows a symbolic link, since a link to
+// a config file is the user's own to make; what the link leads to must
+// still be a regular file, and a FIFO or a device there fails at once.
+// Files pinfs finds by itself (a store's, a cache's, a run record's) are
+// opened with OpenRegular.
+func OpenUserFile(p string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return regular(p, f, err)
+}
+
+// regular returns f, which os.OpenFile(p) returned with err, with its
+// FileInfo if it is a regular file, and closes it otherwise.
+func regular(p string, f *os.File, err error) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,6 +78,18 @@ func fileKind(m fs.FileMode) string {
 // read, naming p and limit).
 func ReadRegular(p string, limit int64) ([]byte, error) {
 	f, fi, err := OpenRegular(p, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadAtMost(f, fi.Size(), limit, p)
+}
+
+// ReadUserFile reads the file at p that the user named (see OpenUserFile),
+// at most limit bytes (see ReadAtMost: a larger file is refused before it
+// is read, naming p and limit).
+func ReadUserFile(p string, limit int64) ([]byte, error) {
+	f, fi, err := OpenUserFile(p)
 	if err != nil {
 		return nil, err
 	}
