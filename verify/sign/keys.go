@@ -12,9 +12,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+
+	"github.com/pinfs/pinfs/store"
 )
 
 // Signer holds an ed25519 private key loaded by LoadSigner. It signs
@@ -123,25 +124,23 @@ func writeNew(path string, data []byte, perm fs.FileMode) error {
 // does, rather than warning: a signing key anyone on the host can read
 // proves nothing about who approved. It also refuses anything that is not
 // one PEM "PRIVATE KEY" block holding a PKCS#8 ed25519 key.
+//
+// The key file is the user's: it is read through a symbolic link (the mode
+// checked is that of the file the link leads to), but must be a regular
+// file of at most MaxKeyFile bytes (store.OpenUserFile), so that a FIFO
+// fails at once.
 func LoadSigner(path string) (*Signer, error) {
-	f, err := os.Open(path)
+	f, fi, err := store.OpenUserFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, fmt.Errorf("signing key: %w", err) // it names path
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("signing key %s: not a regular file", path)
-	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("signing key %s: mode %04o lets group or others access it; run chmod 600 %s", path, perm, path)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	data, err := store.ReadAtMost(f, fi.Size(), MaxKeyFile, path)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, fmt.Errorf("signing key: %w", err) // it names path
 	}
 	der, err := onePEM(data, "PRIVATE KEY")
 	if err != nil {
@@ -157,6 +156,26 @@ func LoadSigner(path string) (*Signer, error) {
 	}
 	pub := priv.Public().(ed25519.PublicKey)
 	return &Signer{priv: priv, pub: pub, id: KeyID(pub)}, nil
+}
+
+// MaxKeyFile is the most bytes pinfs reads of a key file (a private key
+// for pinfs approve --key, a public key a policy names, of about 120
+// bytes each): a larger one is refused before it is read.
+const MaxKeyFile = 64 << 10
+
+// LoadPublicKey reads the public key file at path (ParsePublicKey), a file
+// of the user's: through a symbolic link, but a regular file of at most
+// MaxKeyFile bytes (store.ReadUserFile). Every error names path.
+func LoadPublicKey(path string) (ed25519.PublicKey, error) {
+	data, err := store.ReadUserFile(path, MaxKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := ParsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return pub, nil
 }
 
 // ParsePublicKey parses one PEM "PUBLIC KEY" block (PKIX) holding an ed25519

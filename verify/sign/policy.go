@@ -5,14 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/jcs"
 )
@@ -20,9 +19,6 @@ import (
 // ErrNotApproved is wrapped by Policy.Check when fewer than the threshold of
 // distinct approver keys validly approve the manifest.
 var ErrNotApproved = errors.New("not approved under the trust policy")
-
-// maxPolicyBytes bounds a policy file (and each key file it names).
-const maxPolicyBytes = 1 << 20
 
 // Policy is a trust policy: which public keys may approve, how many distinct
 // ones must, and (optionally) in which roles. Only LoadPolicy and
@@ -48,20 +44,15 @@ type policyFile struct {
 	Roles []string `json:"roles,omitempty"`
 }
 
-// LoadPolicy reads a trust policy file; key files it names are read
-// relative to the policy file's directory.
+// LoadPolicy reads a trust policy file, at most store.MaxRecord bytes (as
+// much as a policy kept in a store); key files it names are read relative
+// to the policy file's directory, at most MaxKeyFile bytes each. Both are
+// the user's own files: they are read through a symbolic link, but must be
+// regular files (store.ReadUserFile), so that a FIFO fails at once.
 func LoadPolicy(path string) (*Policy, error) {
-	f, err := os.Open(path)
+	data, err := store.ReadUserFile(path, store.MaxRecord)
 	if err != nil {
-		return nil, fmt.Errorf("trust policy: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("trust policy %s: %w", path, err)
-	}
-	if len(data) > maxPolicyBytes {
-		return nil, fmt.Errorf("trust policy %s: larger than %d bytes", path, maxPolicyBytes)
+		return nil, fmt.Errorf("trust policy: %w", err) // it names path
 	}
 	p, err := parsePolicy(data, filepath.Dir(path), true)
 	if err != nil {
@@ -168,20 +159,7 @@ func approverKey(a, dir string, files bool) (ed25519.PublicKey, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes))
-	if err != nil {
-		return nil, err // an *fs.PathError: it names the file
-	}
-	pub, err := ParsePublicKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return pub, nil
+	return LoadPublicKey(path)
 }
 
 // Digest names the policy: the SHA-256 of the canonical JSON

@@ -111,7 +111,7 @@ func TestBadPoliciesRefused(t *testing.T) {
 		{`{"approvers":["alice.pub"],"threshold":1} {}`, "data after the JSON value"},
 		{`{"approvers":["alice.pub"],"threshold":1,"roles":[""]}`, "an empty role"},
 		{`{"approvers":["carol.pub"],"threshold":1}`, "approver 1: open " + filepath.Join(dir, "carol.pub") + ": no such file"},
-		{`{"approvers":["alice.pub","adir.pub"],"threshold":1}`, "approver 2: read " + filepath.Join(dir, "adir.pub")},
+		{`{"approvers":["alice.pub","adir.pub"],"threshold":1}`, "approver 2: " + filepath.Join(dir, "adir.pub") + " is a directory, not a regular file"},
 		{`{"approvers":["alice.key"],"threshold":1}`, `approver 1: ` + filepath.Join(dir, "alice.key") + `: PEM block is "PRIVATE KEY", want "PUBLIC KEY"`},
 		{`{"approvers":[` + jsonString(ecPEM) + `],"threshold":1}`, "approver 1: inline key: public key: a *ecdsa.PublicKey, pinfs verifies ed25519 keys only"},
 		{`{"approvers":["-----BEGIN PUBLIC KEY-----\nnot base64"],"threshold":1}`, `approver 1: inline key: no PEM "PUBLIC KEY" block`},
@@ -273,5 +273,38 @@ func TestParseKeptPolicyOpensNoFile(t *testing.T) {
 		if _, err := ParseKeptPolicy(b); err == nil || !strings.Contains(err.Error(), "must carry its keys inline") {
 			t.Fatalf("ParseKeptPolicy naming %s = %v; want a refusal", name, err)
 		}
+	}
+}
+
+// TestUserKeyFilesThroughLinks: a policy, the key files it names and a
+// signing key are the user's own files, read through a symbolic link; the
+// mode LoadSigner checks is that of the key the link leads to.
+func TestUserKeyFilesThroughLinks(t *testing.T) {
+	dir := t.TempDir()
+	s, pub := newKey(t, dir, "alice")
+	links := t.TempDir()
+	link := func(target, name string) string {
+		t.Helper()
+		l := filepath.Join(links, name)
+		if err := os.Symlink(target, l); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	link(pub, "alice.pub")
+	policy := link(writePolicy(t, dir, map[string]any{"approvers": []string{filepath.Join(links, "alice.pub")}, "threshold": 1}), "policy.json")
+	p, err := LoadPolicy(policy)
+	if err != nil || len(p.KeyIDs()) != 1 || p.KeyIDs()[0] != s.KeyID() {
+		t.Fatalf("LoadPolicy through links: %v, %v", p, err)
+	}
+	key := link(filepath.Join(dir, "alice.key"), "alice.key")
+	if got, err := LoadSigner(key); err != nil || got.KeyID() != s.KeyID() {
+		t.Fatalf("LoadSigner through a link: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "alice.key"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSigner(key); err == nil || !strings.Contains(err.Error(), "mode 0640") {
+		t.Fatalf("LoadSigner through a link to a key group can read: %v; want it refused", err)
 	}
 }
