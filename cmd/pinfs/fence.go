@@ -50,7 +50,7 @@ manifest at the new watermark. Runs already admitted keep their digest.`,
 			if *revoke != "" {
 				var err error
 				if c.Entries, err = admission.ReadList(*revoke); err != nil {
-					return usageError{err}
+					return usageError{fmt.Errorf("--revoke: %w", err)}
 				}
 			}
 			st, err := openStore(ctx, *storeURL)

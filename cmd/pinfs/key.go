@@ -49,13 +49,9 @@ group or others can read.`,
 			if err != nil {
 				return err
 			}
-			pem, err := os.ReadFile(pubPath)
+			pub, err := sign.LoadPublicKey(pubPath)
 			if err != nil {
 				return err
-			}
-			pub, err := sign.ParsePublicKey(pem)
-			if err != nil {
-				return fmt.Errorf("%s: %w", pubPath, err)
 			}
 			fmt.Fprintf(out, "private key %s (keep it secret)\npublic key  %s\nkey id      %s\n", keyPath, pubPath, sign.KeyID(pub))
 			return nil

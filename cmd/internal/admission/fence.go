@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/pinfs/pinfs/store"
@@ -75,11 +74,15 @@ func Fence(ctx context.Context, st store.Store, c FenceChange) (*gate.Record, er
 // blake3:<hex> digest per line; blank lines and lines starting with '#'
 // are skipped. A line gate.CheckEntry refuses (a digest that is not
 // blake3:<64 lower-case hex>, a control character) fails the whole file
-// with an error naming the file and the line.
+// with an error naming the file and the line. The file is the user's
+// (store.ReadUserFile): read through a symbolic link, but a FIFO or
+// anything else that is not a regular file, or a file of more than
+// store.MaxRecord bytes (as much as a list kept in a store), is refused
+// before it is read.
 func ReadList(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := store.ReadUserFile(path, store.MaxRecord)
 	if err != nil {
-		return nil, err
+		return nil, err // it names path
 	}
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(b))

@@ -111,16 +111,22 @@ func quoteCommand(c []string) string {
 }
 
 // readRecordFile reads and parses the record file path. derr is why path
-// is not a digest, returned when path is missing and looks like one.
+// is not a digest, returned when path is missing and looks like one. The
+// file is the user's (store.ReadUserFile): read through a symbolic link,
+// but a FIFO or anything else that is not a regular file, or a file larger
+// than a record and its newline, is refused before it is read.
 func readRecordFile(path string, derr error) (*record.Record, error) {
-	b, err := os.ReadFile(path)
-	b = bytes.TrimSuffix(b, []byte("\n")) // as --record writes it
+	b, err := store.ReadUserFile(path, record.MaxSize+1) // +1: the newline --record ends it with
 	if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(path, "sha256:") {
 		return nil, derr
 	}
-	if err != nil {
-		return nil, fmt.Errorf("record file: %w", err)
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, fmt.Errorf("record file %s: %w", verify.Printable(path), store.TooLarge("", record.MaxSize))
 	}
+	if err != nil {
+		return nil, fmt.Errorf("record file: %w", err) // it names path
+	}
+	b = bytes.TrimSuffix(b, []byte("\n")) // as --record writes it
 	r, err := record.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("record file %s: %w", verify.Printable(path), err)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -179,7 +178,8 @@ func (h *lightest) Pop() any {
 
 // LoadPlan reads and parses a plan. arg "sha256:<64 hex>" is fetched from
 // the store (plans/sha256/<hex>) and must hash to that digest; anything
-// else is a file, whose SHA-256 is the plan's digest.
+// else is a file, whose SHA-256 is the plan's digest. Either is read at
+// most store.MaxTable bytes.
 func LoadPlan(ctx context.Context, st store.Blobs, arg string) (*Plan, verify.Digest, error) {
 	var b []byte
 	d, err := verify.ParseDigest(arg)
@@ -191,8 +191,10 @@ func LoadPlan(ctx context.Context, st store.Blobs, arg string) (*Plan, verify.Di
 			return nil, "", fmt.Errorf("plan %s: the store holds bytes of %s", d, got)
 		}
 	} else {
-		if b, err = os.ReadFile(arg); err != nil {
-			return nil, "", fmt.Errorf("plan: %w", err)
+		// The user's file (store.ReadUserFile): through a symbolic link,
+		// but regular, and bounded as a plan in the store is.
+		if b, err = store.ReadUserFile(arg, store.MaxTable); err != nil {
+			return nil, "", fmt.Errorf("plan: %w", err) // it names arg
 		}
 		d = verify.SHA256(b)
 	}
