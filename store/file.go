@@ -9,8 +9,15 @@ import (
 )
 
 // ErrNotRegular: a path that should hold a file holds something else (a
-// FIFO, a device, a directory).
+// FIFO, a device, a directory, a symbolic link pinfs does not follow).
 var ErrNotRegular = errors.New("not a regular file")
+
+// notRegularError is an ErrNotRegular whose message says it once, in
+// the words of why: "P is a FIFO, not a regular file".
+type notRegularError struct{ msg string }
+
+func (e *notRegularError) Error() string { return e.msg }
+func (e *notRegularError) Unwrap() error { return ErrNotRegular }
 
 // OpenRegular opens the file at p with flag (os.O_RDONLY, os.O_RDWR, with
 // os.O_APPEND or os.O_CREATE as need be) and perm, never through a
@@ -23,7 +30,7 @@ var ErrNotRegular = errors.New("not a regular file")
 func OpenRegular(p string, flag int, perm os.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := os.OpenFile(p, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, perm)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, nil, fmt.Errorf("%s is a symbolic link, which pinfs does not follow (remove it): %w", p, ErrNotRegular)
+		return nil, nil, &notRegularError{p + " is a symbolic link, which pinfs does not follow (remove it)"}
 	}
 	return regular(p, f, err)
 }
@@ -53,7 +60,7 @@ func regular(p string, f *os.File, err error) (*os.File, fs.FileInfo, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s is a %s, not a regular file: %w", p, fileKind(fi.Mode()), ErrNotRegular)
+		return nil, nil, &notRegularError{fmt.Sprintf("%s is a %s, not a regular file", p, fileKind(fi.Mode()))}
 	}
 	return f, fi, nil
 }

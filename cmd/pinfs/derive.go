@@ -47,9 +47,10 @@ the bytes differ; the record is never replaced.
 
 CMD gets the environment of pinfs without any AWS_* variable (keys,
 session token, profile, config and credential files, web identity, role,
-container credentials), so a transform never holds the store's
-credentials; --pass-env NAME (repeatable) passes one anyway. pinfs itself
-keeps them to read the store.
+container credentials), so that the store's credentials are not handed
+to it; --pass-env NAME (repeatable) passes one anyway. pinfs itself keeps
+them to read the store. This is not a sandbox: a transform that goes
+looking (~/.aws, the instance metadata service) can still find some.
 
 --check RECORD-FILE reruns the derivation of a record file from your
 checkout (the one --record wrote, committed next to the code) into a

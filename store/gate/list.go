@@ -18,6 +18,9 @@ import (
 // listsPrefix is where revocation and benchmark lists are stored.
 const listsPrefix = "lists/sha256/"
 
+// snapshotPrefix starts a snapshot (manifest) digest, never a member's.
+const snapshotPrefix = "sha256:"
+
 // ListKey is the store key of the revocation or benchmark list with digest d.
 func ListKey(d verify.Digest) string { return listsPrefix + d.Hex() }
 
@@ -26,8 +29,10 @@ func ListKey(d verify.Digest) string { return listsPrefix + d.Hex() }
 // in any letter case is a member's digest and must be canonical, blake3:
 // and 64 lower-case hex digits, the only form a member's digest takes in
 // a valid snapshot: any other spelling would be kept and never match.
-// Any other entry is a member id, matched exactly: non-empty UTF-8
-// without control characters.
+// An entry that starts with "sha256:" is refused: that is how a snapshot
+// digest is written, which a list of members can never match (a pasted
+// manifest digest would be kept and do nothing). Any other entry is a
+// member id, matched exactly: non-empty UTF-8 without control characters.
 func CheckEntry(e string) error {
 	switch {
 	case e == "" || !utf8.ValidString(e):
@@ -38,6 +43,8 @@ func CheckEntry(e string) error {
 		if _, err := b3.Parse(e); err != nil {
 			return fmt.Errorf("entry %q: a member digest is written blake3:<64 lower-case hex>", verify.Printable(e))
 		}
+	case len(e) >= len(snapshotPrefix) && strings.EqualFold(e[:len(snapshotPrefix)], snapshotPrefix):
+		return fmt.Errorf("entry %q is a snapshot digest: a list names members, by id or blake3:<64 lower-case hex>", verify.Printable(e))
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func TestGetListRefuses(t *testing.T) {
 
 func TestCheckEntry(t *testing.T) {
 	hex := strings.Repeat("0123456789abcdef", 4)
-	for _, ok := range []string{"blake3:" + hex, "train/a.bin", "user/42", hex, "sha256:" + hex, "blake3", "x:blake3:" + hex} {
+	for _, ok := range []string{"blake3:" + hex, "train/a.bin", "user/42", hex, "blake3", "x:blake3:" + hex} {
 		if err := CheckEntry(ok); err != nil {
 			t.Errorf("CheckEntry(%q) = %v", ok, err)
 		}
@@ -91,6 +91,7 @@ func TestCheckEntry(t *testing.T) {
 		"", "\xff", "a\tb", "a\x7f",
 		"blake3:" + strings.ToUpper(hex), "BLAKE3:" + hex, "Blake3:" + hex, "blake3:" + hex[:63], "blake3:" + hex + "0",
 		"blake3:" + hex[:62] + "zz", "blake3:", "blake3: " + hex,
+		"sha256:" + hex, "SHA256:" + hex, "sha256:",
 	} {
 		if err := CheckEntry(bad); err == nil {
 			t.Errorf("CheckEntry(%q) accepted", bad)
