@@ -71,6 +71,9 @@ cp "$PINFS_INPUT_raw/a.txt" "$PINFS_OUTPUT/a.txt"
 			if check[0] == out && !strings.Contains(r.stderr, "skipped 1 record") {
 				t.Errorf("--check %q: the planted record is not said to be skipped: %v", check, r)
 			}
+			if fromStore := strings.Contains(r.stderr, "from the store: transform"); fromStore != (check[0] == out) {
+				t.Errorf("--check %q: the inputs and params of the store's record shown: %v, want %v: %v", check, fromStore, check[0] == out, r)
+			}
 			if got := readFileOr(t, seen); got != "unset unset\n" {
 				t.Errorf("--check %q: the transform saw %q, want no credentials", check, got)
 			}

@@ -279,6 +279,9 @@ func deriveCheck(ctx context.Context, rf runnerFlags, storeURL, target string, c
 	}
 	failed := false
 	for _, r := range rs {
+		if tg.FromStore() {
+			fmt.Fprintf(os.Stderr, "pinfs derive: %s\n", verify.Printable(derive.Describe(r)))
+		}
 		err := derive.Check(ctx, rn, r)
 		if err == nil {
 			fmt.Fprintf(out, "derivation %s reproduced %s\n", r.Key, r.Output)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -94,6 +95,33 @@ func (t *Target) Records(ctx context.Context, st store.Blobs) (rs, skipped []*re
 		return nil, nil, &CommandError{Record: "record " + string(all[0].Key), Given: t.command, Recorded: all[0].Command}
 	}
 	return rs, skipped, nil
+}
+
+// FromStore reports whether the records Records returns are the store's
+// (a key or output digest), whose inputs and params are claims of
+// whoever wrote the store: the caller should be shown them (Describe).
+func (t *Target) FromStore() bool { return t.file == nil }
+
+// Describe is one line naming what a store's record r makes the caller's
+// command run on: its transform, inputs and params, each quoted and cut
+// as a command is.
+func Describe(r *record.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "derivation %s from the store: transform %q, inputs", r.Key, r.Transform)
+	for _, in := range r.Inputs {
+		fmt.Fprintf(&b, " %q=%s", in.Name, in.Digest)
+	}
+	b.WriteString(", params")
+	if len(r.Params) == 0 {
+		b.WriteString(" none")
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Params)) {
+		fmt.Fprintf(&b, " %q=%q", k, r.Params[k])
+	}
+	if b.Len() > 4*maxQuoted {
+		return b.String()[:4*maxQuoted] + "…"
+	}
+	return b.String()
 }
 
 // maxQuoted bounds a command line quoted in an error, since a record's

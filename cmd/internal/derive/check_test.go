@@ -154,6 +154,31 @@ func TestQuoteCommand(t *testing.T) {
 	}
 }
 
+// TestDescribe: a store's record is shown with the inputs and params it
+// makes the caller's command run on, quoted, on one line, long values
+// cut.
+func TestDescribe(t *testing.T) {
+	in := verify.SHA256([]byte("raw"))
+	r, err := record.New([]record.Input{{Name: "raw", Digest: in}}, "harvest@v1.4.2",
+		map[string]string{"min": "5", "note": `say "hi"`}, []string{"sh", "x.sh"}, "dir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Describe(r)
+	for _, want := range []string{string(r.Key), `"harvest@v1.4.2"`, `"raw"=` + string(in), `"note"="say \"hi\""`, `"min"="5"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Describe = %s\nwant it to contain %s", got, want)
+		}
+	}
+	if strings.ContainsAny(got, "\n") {
+		t.Errorf("Describe = %q: not one line", got)
+	}
+	r.Params = map[string]string{"long": strings.Repeat("x", 10*maxQuoted)}
+	if got := Describe(r); len(got) > 4*maxQuoted+len("…") {
+		t.Errorf("Describe(long) is %d bytes", len(got))
+	}
+}
+
 // TestRunDropsCredentials: the command of a derivation and of a check
 // sees no AWS_* variable unless the runner passes it.
 func TestRunDropsCredentials(t *testing.T) {
