@@ -3,6 +3,7 @@ package runrecord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -121,4 +122,24 @@ func (m *runtimeMem) read() {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	m.total = ms.TotalAlloc
+}
+
+// TestEventObjectsBoundedTogether: objects each under MaxRecord are still
+// refused once they hold more than the bound together, since anyone who
+// can append to the record can add as many as they like.
+func TestEventObjectsBoundedTogether(t *testing.T) {
+	f := newFake()
+	var keys []string
+	for i := range 10 {
+		k := fmt.Sprintf("runs/r/events/%02d", i)
+		f.objs[k] = make([]byte, 1000)
+		keys = append(keys, k)
+	}
+	if _, err := getAllAtMost(t.Context(), f, keys, 10*1000); err != nil {
+		t.Fatalf("10 objects of 1000 bytes within 10000: %v", err)
+	}
+	_, err := getAllAtMost(t.Context(), f, keys, 10*1000-1)
+	if !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), "10 event objects together") {
+		t.Fatalf("10 objects of 1000 bytes within 9999: %v; want refused as too large together", err)
+	}
 }

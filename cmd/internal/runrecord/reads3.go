@@ -121,11 +121,24 @@ func getBinding(ctx context.Context, blobs store.Blobs, url, runID string) (*bin
 	return parseBinding(data, runID, key, url)
 }
 
+// maxEventBytes bounds the bytes of the event objects one getAll holds
+// together (one run's events, or the lifecycle events `run list` reads of
+// every run): each object is at most store.MaxRecord, but anyone who can
+// append to the record can add objects, so their number is no bound.
+const maxEventBytes = 1 << 30
+
 // getAll GETs keys, getJobs at a time, and returns their bytes in the
 // order of keys; a key that is gone (store.ErrNotFound) gets nil. It
-// stops at the first other error.
+// stops at the first other error, and once the objects hold more than
+// maxEventBytes together.
 func getAll(ctx context.Context, b store.Blobs, keys []string) ([][]byte, error) {
+	return getAllAtMost(ctx, b, keys, maxEventBytes)
+}
+
+// getAllAtMost is getAll with the bound on the objects' total size.
+func getAllAtMost(ctx context.Context, b store.Blobs, keys []string, total int64) ([][]byte, error) {
 	out := make([][]byte, len(keys))
+	var held atomic.Int64
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -144,6 +157,9 @@ func getAll(ctx context.Context, b store.Blobs, keys []string) ([][]byte, error)
 				data, err := store.GetAtMost(ctx, b, keys[i], store.MaxRecord)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
+				}
+				if err == nil && held.Add(int64(len(data))) > total {
+					err = store.TooLarge(fmt.Sprintf("%d event objects together", len(keys)), total)
 				}
 				if err != nil {
 					mu.Lock()
