@@ -14,6 +14,7 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/gate"
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/sign"
 )
 
 var validateCmd = &command{
@@ -61,35 +62,21 @@ the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
 hard failure keeps it out.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
-		alias := fs.String("alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
-		policyFile := policyFlag(fs)
-		deep := fs.Bool("deep", false, "re-read and hash every member, even those inherited from a trusted parent")
+		vf := validationFlags(fs)
 		asJSON := fs.Bool("json", false, "print the report as JSON")
-		jobs := fs.Int("jobs", 16, "members checked in parallel")
 		return func(ctx context.Context, args []string) error {
-			if *alias != "" {
-				if err := gate.CheckName(*alias); err != nil {
-					return usageError{err}
-				}
-			}
-			p, err := loadPolicy(*policyFile)
-			if err != nil {
+			if err := vf.check(); err != nil {
 				return err
 			}
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
 				return err
 			}
-			f, kept, err := gateFences(ctx, st, *alias, os.Stderr)
+			f, o, err := vf.inForce(ctx, st, "validate")
 			if err != nil {
 				return err
 			}
-			if p == nil && kept != "" {
-				if p, err = admission.LoadPolicy(ctx, st, kept); err != nil {
-					return err
-				}
-			}
-			r, err := admission.Validate(ctx, st, d, f, admission.Options{Deep: *deep, Jobs: *jobs, Policy: p})
+			r, err := admission.Validate(ctx, st, d, f, o)
 			if err != nil {
 				return err
 			}
@@ -105,7 +92,7 @@ hard failure keeps it out.`,
 			} else {
 				printValidation(out, r, rd)
 			}
-			printFailures(os.Stderr, r)
+			printFailures(os.Stderr, "validate", r)
 			if err == nil && !r.OK {
 				err = errCheckFailed
 			}
@@ -114,10 +101,55 @@ hard failure keeps it out.`,
 	},
 }
 
+// validationOpts are the flags pinfs validate and pinfs approve share:
+// which gate's fences apply, which parents are trusted (the policy in
+// force) and how deep members are checked.
+type validationOpts struct {
+	alias, policyFile string
+	deep              bool
+	jobs              int
+	policy            *sign.Policy // loaded from policyFile by check
+}
+
+// validationFlags adds the flags of a validation to fs.
+func validationFlags(fs *pflag.FlagSet) *validationOpts {
+	o := &validationOpts{}
+	fs.StringVar(&o.alias, "alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
+	fs.StringVar(&o.policyFile, "policy", "", "trust policy `FILE`: inherit digests only from parents approved under it (see docs/admission.md)")
+	fs.BoolVar(&o.deep, "deep", false, "re-read and hash every member, even those inherited from a trusted parent")
+	fs.IntVar(&o.jobs, "jobs", 16, "members checked in parallel")
+	return o
+}
+
+// check checks the gate name and loads the policy file, before the store
+// is opened.
+func (o *validationOpts) check() (err error) {
+	if o.alias != "" {
+		if err := gate.CheckName(o.alias); err != nil {
+			return usageError{err}
+		}
+	}
+	o.policy, err = loadPolicy(o.policyFile)
+	return err
+}
+
+// inForce returns the fences of gate --alias (nil without one) and the
+// options of the validation: the policy in force is --policy, else the
+// one the gate keeps, else none (the store is the trust root). cmd names
+// the command in what it says on stderr.
+func (o *validationOpts) inForce(ctx context.Context, st store.Store, cmd string) (*admission.Fences, admission.Options, error) {
+	opts := admission.Options{Deep: o.deep, Jobs: o.jobs, Policy: o.policy}
+	f, kept, err := gateFences(ctx, st, o.alias, cmd, os.Stderr)
+	if err == nil && opts.Policy == nil && kept != "" {
+		opts.Policy, err = admission.LoadPolicy(ctx, st, kept)
+	}
+	return f, opts, err
+}
+
 // gateFences reads the fences of gate name and the digest of the trust
 // policy it keeps (if any); nil and "" without a name, or when the gate
-// does not exist yet (said on w).
-func gateFences(ctx context.Context, st store.Store, name string, w io.Writer) (*admission.Fences, verify.Digest, error) {
+// does not exist yet (said on w by pinfs cmd).
+func gateFences(ctx context.Context, st store.Store, name, cmd string, w io.Writer) (*admission.Fences, verify.Digest, error) {
 	if name == "" {
 		return nil, "", nil
 	}
@@ -127,7 +159,7 @@ func gateFences(ctx context.Context, st store.Store, name string, w io.Writer) (
 	}
 	rec, err := g.Head(ctx)
 	if errors.Is(err, gate.ErrNoGate) {
-		fmt.Fprintf(w, "pinfs validate: gate %s does not exist yet: validating without fences\n", name)
+		fmt.Fprintf(w, "pinfs %s: gate %s does not exist yet: validating without fences\n", cmd, name)
 		return nil, "", nil
 	}
 	if err != nil {
@@ -191,11 +223,11 @@ func printHashing(w io.Writer, h *admission.Hashing, members int) {
 // namedMembers is how many member ids a failure line names.
 const namedMembers = 10
 
-// printFailures writes one line per failure of r: its kind, detail and
-// the first members it concerns.
-func printFailures(w io.Writer, r *admission.Report) {
+// printFailures writes one line per failure of r, as pinfs cmd: its kind,
+// detail and the first members it concerns.
+func printFailures(w io.Writer, cmd string, r *admission.Report) {
 	for _, f := range r.Failures {
-		line := fmt.Sprintf("pinfs validate: %s: %s", f.Kind, verify.Printable(f.Detail))
+		line := fmt.Sprintf("pinfs %s: %s: %s", cmd, f.Kind, verify.Printable(f.Detail))
 		if f.Count > 0 {
 			ids := make([]string, 0, namedMembers)
 			for _, id := range f.Members[:min(len(f.Members), namedMembers)] {

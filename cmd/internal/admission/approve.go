@@ -12,46 +12,68 @@ import (
 )
 
 // ErrNotValidated is wrapped when a snapshot has no passing validation
-// report: approve and activation need one.
-var ErrNotValidated = errors.New("not VALIDATED: run pinfs validate first")
+// report that an approval could sign.
+var ErrNotValidated = errors.New("not VALIDATED")
 
 // approvalsPrefix is where the DSSE envelopes approving manifest d live.
 func approvalsPrefix(d verify.Digest) string {
 	return "admission/sha256/" + d.Hex() + "/approvals/"
 }
 
-// Approve signs manifest d together with a passing validation report of
-// it (report, or the newest one when report is "") and stores the
-// envelope beside the manifest, keyed by the envelope's own SHA-256. It
-// returns the envelope's and the report's digests. The manifest itself is
-// never rewritten: an approval is a record next to it.
-func Approve(ctx context.Context, st store.Blobs, d verify.Digest, s *sign.Signer, report verify.Digest, a sign.Approval) (env, rd verify.Digest, err error) {
+// ValidateAndApprove is pinfs approve without --report: it validates
+// manifest d itself, as Validate does with f and o, saves the report (and,
+// when it passed, its marker) as pinfs validate does, and signs it when it
+// passed. A report found in the store is a claim of whoever wrote it, so
+// an approval signs only a validation the approver ran. It returns the
+// report and its digest in every case; when the validation failed, env
+// is "" and err wraps ErrNotValidated.
+func ValidateAndApprove(ctx context.Context, st store.Store, d verify.Digest, f *Fences, o Options, s *sign.Signer, a sign.Approval) (r *Report, rd, env verify.Digest, err error) {
+	if r, err = Validate(ctx, st, d, f, o); err != nil {
+		return nil, "", "", err
+	}
+	if rd, err = Save(ctx, st, r); err != nil {
+		return nil, "", "", err
+	}
+	if !r.OK {
+		return r, rd, "", fmt.Errorf("%s is %w: report %s has %d hard failures (%s)", d, ErrNotValidated, rd, len(r.Failures), r.Failures[0].Kind)
+	}
+	var pd verify.Digest
+	if o.Policy != nil {
+		pd = o.Policy.Digest()
+	}
+	env, _, err = Approve(ctx, st, d, s, rd, pd, a)
+	return r, rd, env, err
+}
+
+// Approve signs manifest d together with report rd and stores the
+// envelope beside the manifest, keyed by the envelope's own SHA-256. rd
+// must be a passing report of d that vouches for d's digests under policy
+// pd (Report.Vouches; pd "" for any passing report). It returns the
+// envelope's digest and the report. The manifest itself is never
+// rewritten: an approval is a record next to it.
+//
+// Approve does not validate: the report is one the caller produced (pinfs
+// validate, or ValidateAndApprove). It never picks a report from the
+// store, whose reports anyone who can write the store can forge.
+func Approve(ctx context.Context, st store.Blobs, d verify.Digest, s *sign.Signer, rd, pd verify.Digest, a sign.Approval) (env verify.Digest, r *Report, err error) {
 	if _, err := verify.Fetch(ctx, st, d); err != nil {
-		return "", "", err
+		return "", nil, err
 	}
-	rd = report
 	if rd == "" {
-		passed, err := Validated(ctx, st, d)
-		if err != nil {
-			return "", "", err
-		}
-		if len(passed) == 0 {
-			return "", "", fmt.Errorf("%s is %w", d, ErrNotValidated)
-		}
-		rd = passed[0]
+		return "", nil, fmt.Errorf("approve %s: no report given: %w", d, ErrNotValidated)
 	}
-	if err := ReportOK(ctx, st, d, rd); err != nil {
-		return "", "", fmt.Errorf("%s is %w: %w", d, ErrNotValidated, err)
+	if r, err = vouchingReport(ctx, st, d, rd, pd); err != nil {
+		return "", nil, fmt.Errorf("%s is %w: %w", d, ErrNotValidated, err)
 	}
 	envelope, err := s.Sign(ctx, d, rd, a)
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
 	env = verify.SHA256(envelope)
 	if err := st.Put(ctx, approvalsPrefix(d)+env.Hex(), envelope); err != nil {
-		return "", "", fmt.Errorf("store approval of %s: %w", d, err)
+		return "", nil, fmt.Errorf("store approval of %s: %w", d, err)
 	}
-	return env, rd, nil
+	return env, r, nil
 }
 
 // Approvals returns every approval envelope stored for manifest d. An
@@ -81,14 +103,25 @@ func Approvals(ctx context.Context, st store.Blobs, d verify.Digest) ([][]byte, 
 
 // Approved checks that manifest d is approved under policy p: at least
 // p's threshold of distinct approver keys signed d together with a
-// passing validation report of d. It returns their signatures, or an
-// error wrapping sign.ErrNotApproved that says why not.
+// passing validation report of d that vouches for its digests under p
+// (Report.Vouches: it hashed every member, or inherited only from parents
+// approved under p). A signature over a report that inherited on the
+// store's word counts under no policy, so by induction every digest of an
+// approved snapshot was hashed by a validation. It returns the counted
+// signatures, or an error wrapping sign.ErrNotApproved that says why not.
 func Approved(ctx context.Context, st store.Blobs, d verify.Digest, p *sign.Policy) ([]sign.Signature, error) {
 	envs, err := Approvals(ctx, st, d)
 	if err != nil {
 		return nil, err
 	}
-	return p.Check(ctx, envs, d, func(ctx context.Context, rd verify.Digest) error {
-		return ReportOK(ctx, st, d, rd)
-	})
+	return p.Check(ctx, envs, d, reportVouchesUnder(st, d, p))
+}
+
+// reportVouchesUnder is the check sign.Policy.Check makes of the report an
+// approval of d signs, under policy p.
+func reportVouchesUnder(st store.Blobs, d verify.Digest, p *sign.Policy) func(context.Context, verify.Digest) error {
+	return func(ctx context.Context, rd verify.Digest) error {
+		_, err := vouchingReport(ctx, st, d, rd, p.Digest())
+		return err
+	}
 }

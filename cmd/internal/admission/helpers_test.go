@@ -132,13 +132,18 @@ func validate(t testing.TB, st store.Store, d verify.Digest) verify.Digest {
 	return rd
 }
 
-// approve signs d with each signer (d must be VALIDATED) and returns the
-// envelopes' digests.
+// approve signs d with each signer, each with the passing report of d the
+// test saved last (d must be VALIDATED), and returns the envelopes'
+// digests.
 func approve(t testing.TB, st store.Store, d verify.Digest, signers ...*sign.Signer) []verify.Digest {
 	t.Helper()
+	passed, err := Validated(t.Context(), st, d)
+	if err != nil || len(passed) == 0 {
+		t.Fatalf("approve %s: no passing report (%v)", d, err)
+	}
 	var envs []verify.Digest
 	for _, s := range signers {
-		env, _, err := Approve(t.Context(), st, d, s, "", sign.Approval{Approver: "test"})
+		env, _, err := Approve(t.Context(), st, d, s, passed[0], "", sign.Approval{Approver: "test"})
 		if err != nil {
 			t.Fatalf("approve %s with %s: %v", d, s.KeyID(), err)
 		}

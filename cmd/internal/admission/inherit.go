@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -62,22 +61,7 @@ func parentVouched(ctx context.Context, st store.Blobs, d verify.Digest, p *sign
 		}
 		return errors.New("VALIDATED only by reports that did not hash its members (pinfs.report.v1)")
 	}
-	envs, err := Approvals(ctx, st, d)
-	if err != nil {
-		return err
-	}
-	_, err = p.Check(ctx, envs, d, func(ctx context.Context, rd verify.Digest) error {
-		r, err := LoadReport(ctx, st, rd)
-		switch {
-		case err != nil:
-			return err
-		case r.Manifest != d || !r.OK:
-			return ReportOK(ctx, st, d, rd)
-		case !r.Vouches(p.Digest()):
-			return fmt.Errorf("report %s did not hash every member it did not inherit under policy %s: %w", rd, p.Digest(), ErrBadReport)
-		}
-		return nil
-	})
+	_, err := Approved(ctx, st, d, p)
 	return err
 }
 

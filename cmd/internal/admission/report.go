@@ -86,17 +86,40 @@ type Hashing struct {
 // hashed every member, or inherited only under pd itself. Without a
 // policy any passing v2 report vouches (the store is the trust root). A
 // v1 report hashed nothing unless deep, so it vouches only when deep.
+// Under a policy, a report that inherited on the store's word (TrustStore)
+// vouches for nothing: an approval of it counts under no policy.
 func (r *Report) Vouches(pd verify.Digest) bool {
+	if pd == "" {
+		return r.OK && (r.Hashing != nil || r.Deep)
+	}
+	under, every := r.vouching()
+	return every || under == pd
+}
+
+// vouching returns the policies r vouches under: every policy when it
+// passed and hashed every member (or is a deep v1 report), else only the
+// policy it inherited under ("" for none).
+func (r *Report) vouching() (under verify.Digest, every bool) {
 	h := r.Hashing
 	switch {
 	case !r.OK:
-		return false
+		return "", false
 	case h == nil:
-		return r.Deep
-	case pd == "" || h.Hashed == r.Metrics.Members:
-		return true
+		return "", r.Deep
+	case h.Hashed == r.Metrics.Members:
+		return "", true
+	case h.Trust == TrustPolicy:
+		return h.Policy, false
 	}
-	return h.Trust == TrustPolicy && h.Policy == pd
+	return "", false
+}
+
+// CountsUnderNoPolicy reports whether an approval of r would count under
+// no policy at all: r failed, or it inherited digests on the store's word
+// (validated without a policy), or it is a v1 report that hashed nothing.
+func (r *Report) CountsUnderNoPolicy() bool {
+	under, every := r.vouching()
+	return !every && under == ""
 }
 
 // Failure is one kind of hard failure, with the members it concerns.
@@ -265,18 +288,43 @@ func parseReport(d verify.Digest, b []byte) (*Report, error) {
 }
 
 // ReportOK returns nil if report rd exists, verifies, names manifest d and
-// passed: what an approval of d must point at (sign.Policy.Check calls it).
+// passed.
 func ReportOK(ctx context.Context, st store.Blobs, d, rd verify.Digest) error {
+	_, err := vouchingReport(ctx, st, d, rd, "")
+	return err
+}
+
+// vouchingReport loads report rd and returns it if it verifies, names
+// manifest d, passed and vouches for d's digests under policy pd
+// (Report.Vouches; with pd "" any passing report will do): what an
+// approval of d must point at to count under pd. The error wraps
+// ErrBadReport and says which of these fails.
+func vouchingReport(ctx context.Context, st store.Blobs, d, rd, pd verify.Digest) (*Report, error) {
 	r, err := LoadReport(ctx, st, rd)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case r.Manifest != d:
-		return fmt.Errorf("report %s is about manifest %s, not %s: %w", rd, r.Manifest, d, ErrBadReport)
+		return nil, fmt.Errorf("report %s is about manifest %s, not %s: %w", rd, r.Manifest, d, ErrBadReport)
 	case !r.OK:
-		return fmt.Errorf("report %s of %s failed (%s): %w", rd, d, r.Failures[0].Kind, ErrBadReport)
+		return nil, fmt.Errorf("report %s of %s failed (%s): %w", rd, d, r.Failures[0].Kind, ErrBadReport)
+	case pd != "" && !r.Vouches(pd):
+		return nil, fmt.Errorf("report %s did not hash every member it did not inherit under policy %s (%s): %w", rd, pd, inheritedHow(r), ErrBadReport)
 	}
-	return nil
+	return r, nil
+}
+
+// inheritedHow says how report r, which hashed only some members, trusted
+// the parents it inherited from.
+func inheritedHow(r *Report) string {
+	switch h := r.Hashing; {
+	case h == nil:
+		return "a pinfs.report.v1 report, which hashed no member"
+	case h.Trust == TrustPolicy:
+		return fmt.Sprintf("it inherited %d digests under policy %s", h.Inherited, h.Policy)
+	default:
+		return fmt.Sprintf("it inherited %d digests on the store's word, validated without a policy", h.Inherited)
+	}
 }
 
 // Validated returns the digests of the passing reports of manifest d,

@@ -116,9 +116,8 @@ func StatusOf(ctx context.Context, st store.Store, d verify.Digest, p *sign.Poli
 	if err != nil {
 		return nil, err
 	}
-	reportOK := func(ctx context.Context, rd verify.Digest) error { return ReportOK(ctx, st, d, rd) }
 	for _, env := range envs {
-		s.Signatures = append(s.Signatures, signatureStatus(ctx, env, d, policies, reportOK))
+		s.Signatures = append(s.Signatures, signatureStatus(ctx, st, env, d, policies))
 	}
 	for _, ps := range from {
 		_, err := Approved(ctx, st, d, policies[ps.Policy])
@@ -181,8 +180,9 @@ func (s *Status) aliases(ctx context.Context, st store.Store, policies map[verif
 
 // signatureStatus describes one envelope: who signed what, when, and
 // under which of the policies it is valid: counted by the policy's Check,
-// so with a role it accepts and a passing report (reportOK) of d.
-func signatureStatus(ctx context.Context, env []byte, d verify.Digest, policies map[verify.Digest]*sign.Policy, reportOK func(context.Context, verify.Digest) error) SignatureStatus {
+// so with a role it accepts and a passing report of d that vouches under
+// the policy, as Approved counts it.
+func signatureStatus(ctx context.Context, st store.Blobs, env []byte, d verify.Digest, policies map[verify.Digest]*sign.Policy) SignatureStatus {
 	ss := SignatureStatus{Envelope: verify.SHA256(env), Valid: []verify.Digest{}}
 	for pd, p := range policies {
 		for _, key := range p.Keys() {
@@ -192,7 +192,7 @@ func signatureStatus(ctx context.Context, env []byte, d verify.Digest, policies 
 			}
 			ss.KeyID, ss.Role, ss.Approver = sig.KeyID, sig.Approval.Role, sig.Approval.Approver
 			ss.Time, ss.Report = sig.Approval.Time.UTC().Format("2006-01-02T15:04:05Z"), sig.Report
-			if counted, _ := p.Check(ctx, [][]byte{env}, d, reportOK); len(counted) > 0 {
+			if counted, _ := p.Check(ctx, [][]byte{env}, d, reportVouchesUnder(st, d, p)); len(counted) > 0 {
 				ss.Valid = append(ss.Valid, pd)
 			}
 		}

@@ -133,8 +133,8 @@ func TestStatusSignatureValidity(t *testing.T) {
 	ctx := t.Context()
 
 	d := pinFiles(t, st, at(0, 0), map[string]string{"a": "alpha"})
-	validate(t, st, d)
-	if _, _, err := Approve(ctx, st, d, alice, "", sign.Approval{Role: "intern"}); err != nil {
+	rd := validate(t, st, d)
+	if _, _, err := Approve(ctx, st, d, alice, rd, "", sign.Approval{Role: "intern"}); err != nil {
 		t.Fatal(err)
 	}
 	roles := filepath.Join(kr.dir, "roles.json")
@@ -154,7 +154,7 @@ func TestStatusSignatureValidity(t *testing.T) {
 	}
 
 	d2 := pinFiles(t, st, at(0, 0), map[string]string{"b": "beta"})
-	rd := validate(t, st, d2)
+	rd = validate(t, st, d2)
 	approve(t, st, d2, alice)
 	b, err := st.Get(ctx, ReportKey(rd))
 	if err != nil {
