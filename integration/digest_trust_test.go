@@ -18,6 +18,7 @@ import (
 	digestcache "github.com/pinfs/pinfs/store/versions"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/jcs"
 )
 
 // forgeStore is what someone with write access to a store can do to it.
@@ -74,6 +75,29 @@ func (ts *trustStore) member(t *testing.T, d, path string) verify.Member {
 	return verify.Member{}
 }
 
+// forgedRepin pins a.bin (AAAA) and b.bin (BBBB) from the source (d1),
+// forges one digest-cache entry, a.bin at its version with b.bin's
+// digest, and re-pins (d2): the re-pin reuses it and reads nothing.
+func (ts *trustStore) forgedRepin(t *testing.T) (d1, d2 string) {
+	t.Helper()
+	ts.s.Put(t, "data", "ds/a.bin", []byte("AAAA"))
+	ts.s.Put(t, "data", "ds/b.bin", []byte("BBBB"))
+	d1, c := incrementalPin(t, ts.env, "s3://data/ds/", "--store", ts.store)
+	if c.read != 2 {
+		t.Fatalf("first pin: %v, want 2 read", c)
+	}
+	a := ts.member(t, d1, "a.bin")
+	forged := digestcache.Entry{Key: a.S3.Key, VersionID: a.S3.VersionID, Size: a.Size, Digest: b3.Of([]byte("BBBB"))}
+	if err := digestcache.Open(ts.st, "data", "ds/").Record(t.Context(), []digestcache.Entry{forged}, nil); err != nil {
+		t.Fatal(err)
+	}
+	d2, c = incrementalPin(t, ts.env, "s3://data/ds/", "--store", ts.store)
+	if c.reused != 2 || c.read != 0 || ts.member(t, d2, "a.bin").Digest != forged.Digest.String() {
+		t.Fatalf("re-pin over the forged entry: %v, want 2 reused, 0 read and the forged digest recorded", c)
+	}
+	return d1, d2
+}
+
 // hashingOf runs pinfs validate --json with args and returns the counts of
 // its report's hashing and its trusted parents.
 func hashingOf(t *testing.T, env []string, code int, args ...string) (counts [4]float64, trust string, parents []string) {
@@ -104,24 +128,8 @@ func hashingOf(t *testing.T, env []string, code int, args ...string) (counts [4]
 func TestValidateHashesWhatNoApprovedParentVouchesFor(t *testing.T) {
 	eachTrustStore(t, func(t *testing.T, ts *trustStore) {
 		ctx, env, st := t.Context(), ts.env, ts.store
-		ts.s.Put(t, "data", "ds/a.bin", []byte("AAAA"))
-		ts.s.Put(t, "data", "ds/b.bin", []byte("BBBB"))
-		d1, c := incrementalPin(t, env, "s3://data/ds/", "--store", st)
-		if c.read != 2 {
-			t.Fatalf("first pin: %v, want 2 read", c)
-		}
-
-		// One forged digest-cache entry: a.bin at its version has b.bin's
-		// digest. The re-pin reuses it and reads nothing.
+		d1, d2 := ts.forgedRepin(t)
 		a := ts.member(t, d1, "a.bin")
-		forged := digestcache.Entry{Key: a.S3.Key, VersionID: a.S3.VersionID, Size: a.Size, Digest: b3.Of([]byte("BBBB"))}
-		if err := digestcache.Open(ts.st, "data", "ds/").Record(ctx, []digestcache.Entry{forged}, nil); err != nil {
-			t.Fatal(err)
-		}
-		d2, c := incrementalPin(t, env, "s3://data/ds/", "--store", st)
-		if c.reused != 2 || c.read != 0 || ts.member(t, d2, "a.bin").Digest != forged.Digest.String() {
-			t.Fatalf("re-pin over the forged entry: %v, want 2 reused, 0 read and the forged digest recorded", c)
-		}
 		keys := newSigners(t)
 		forgedFails(t, env, d2, st, keys, nil)
 
@@ -191,16 +199,66 @@ func TestValidateHashesWhatNoApprovedParentVouchesFor(t *testing.T) {
 	})
 }
 
-// forgedFails wants pinfs validate of d, a pin whose a.bin has another
-// member's digest, to fail naming a.bin with each set of flags, and
-// approve then to refuse d.
+// forgedFails wants pinfs validate and pinfs approve of d, a pin whose
+// a.bin has another member's digest, to fail naming a.bin, without flags
+// and with each set of flags; approve then signs nothing.
 func forgedFails(t *testing.T, env []string, d, st string, keys *signers, flagSets ...[]string) {
 	t.Helper()
-	for _, flags := range flagSets {
-		r := wantExit(t, env, 1, []string{"not VALIDATED"}, append([]string{"validate", d, "--store", st}, flags...)...)
-		if !strings.Contains(r.stderr, "pinfs validate: mismatch: a.bin: ") || !strings.Contains(r.stderr, "(1 members: a.bin)") {
-			t.Errorf("validate %v of the forged pin: stderr does not name a.bin's mismatch:\n%v", flags, r)
+	for _, flags := range append([][]string{nil}, flagSets...) {
+		for cmd, args := range map[string][]string{"validate": {"validate", d}, "approve": {"approve", d, "--key", keys.aliceKey}} {
+			r := wantExit(t, env, 1, []string{"not VALIDATED"}, slices.Concat(args, []string{"--store", st}, flags)...)
+			if !strings.Contains(r.stderr, "pinfs "+cmd+": mismatch: a.bin: ") || !strings.Contains(r.stderr, "(1 members: a.bin)") {
+				t.Errorf("%s %v of the forged pin: stderr does not name a.bin's mismatch:\n%v", cmd, flags, r)
+			}
 		}
 	}
-	refused(t, env, 1, []string{"not VALIDATED"}, "approve", d, "--store", st, "--key", keys.aliceKey)
+}
+
+// copyReportAs does what anyone who can write the store can: it copies the
+// passing report of validate --json (rep) as a report of manifest d,
+// newest by its own validatedAt, with the marker that makes d VALIDATED.
+func (ts *trustStore) copyReportAs(t *testing.T, rep map[string]any, d string) {
+	t.Helper()
+	delete(rep, "report")
+	rep["manifest"], rep["validatedAt"] = d, "2099-01-01T00:00:00Z"
+	b, err := jcs.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := verify.SHA256(b)
+	for key, v := range map[string][]byte{"reports/sha256/" + rd.Hex(): b, "admission/sha256/" + hexOf(d) + "/validated/" + rd.Hex(): []byte(rd.String() + "\n")} {
+		if err := ts.st.Put(t.Context(), key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestApproveSignsOnlyItsOwnValidation is the review's blocker: a store
+// writer stores a copy of d1's passing report as d2's, newest. d2 then
+// shows VALIDATED, but approve validates d2 itself and refuses naming
+// a.bin, and nothing activates it. A child that inherits d2's forged
+// digest on the store's word (approve without a policy) gets an approval
+// that counts under no policy: alias set refuses it, and approve under the
+// policy finds a.bin.
+func TestApproveSignsOnlyItsOwnValidation(t *testing.T) {
+	eachTrustStore(t, func(t *testing.T, ts *trustStore) {
+		env, st := ts.env, ts.store
+		d1, d2 := ts.forgedRepin(t)
+		keys := newSigners(t)
+		policy := []string{"--policy", keys.policy}
+		rep, _ := reportOf(t, env, 0, d1, "--store", st)
+		ts.copyReportAs(t, rep, d2)
+		wantExit(t, env, 0, []string{"VALIDATED"}, "status", d2, "--store", st)
+		forgedFails(t, env, d2, st, keys, policy)
+		refused(t, env, 1, []string{"not approved"}, append([]string{"alias", "set", "prod", d2, "--store", st}, policy...)...)
+
+		ts.s.Put(t, "data", "ds/c.bin", []byte("CCCC"))
+		child, _ := incrementalPin(t, env, "s3://data/ds/", "--store", st, "--parent", d2)
+		r := mustPinfs(t, env, "approve", child, "--store", st, "--key", keys.aliceKey)
+		if !strings.Contains(r.stderr, "counts under no policy") || !strings.Contains(r.stdout, "\n  report sha256:") {
+			t.Errorf("approve of the child without a policy: want its report line and a note that it counts under no policy:\n%v", r)
+		}
+		refused(t, env, 1, []string{"not approved", "on the store's word"}, append([]string{"alias", "set", "prod", child, "--store", st}, policy...)...)
+		wantExit(t, env, 1, []string{"pinfs approve: mismatch: a.bin"}, append([]string{"approve", child, "--store", st, "--key", keys.aliceKey}, policy...)...)
+	})
 }
