@@ -23,8 +23,10 @@ var validateCmd = &command{
 	short: "run the gate checks and write a validation report (VALIDATED)",
 	long: `Validate a snapshot: run the gate checks, write a validation report
 (canonical JSON, content addressed under reports/sha256/) and, when no
-hard failure was found, mark the snapshot VALIDATED, the state approve
-requires.
+hard failure was found, mark the snapshot VALIDATED. VALIDATED is a
+claim: anyone who can write the store can write a report and its marker.
+pinfs approve therefore validates again itself, or signs the report you
+name with --report (one you produced here).
 
 A member's digest is a fact only once a validation has hashed its bytes:
 a pin may have taken it from the digest cache or a shard's partial table,
