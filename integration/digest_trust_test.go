@@ -259,6 +259,10 @@ func TestApproveSignsOnlyItsOwnValidation(t *testing.T) {
 			t.Errorf("approve of the child without a policy: want its report line and a note that it counts under no policy:\n%v", r)
 		}
 		refused(t, env, 1, []string{"not approved", "on the store's word"}, append([]string{"alias", "set", "prod", child, "--store", st}, policy...)...)
+		_, rd, _ := strings.Cut(r.stdout, "  report ")
+		rd, _, _ = strings.Cut(rd, "\n")
+		refused(t, env, 1, []string{"not VALIDATED", "on the store's word"},
+			append([]string{"approve", child, "--store", st, "--key", keys.aliceKey, "--report", rd}, policy...)...)
 		wantExit(t, env, 1, []string{"pinfs approve: mismatch: a.bin"}, append([]string{"approve", child, "--store", st, "--key", keys.aliceKey}, policy...)...)
 	})
 }
