@@ -10,23 +10,24 @@
 //     is the only key pinfs ever overwrites, and only with one conditional
 //     write (store.Swapper).
 //   - gates/NAME/records/sha256/<hex>: every record ever committed, under
-//     the SHA-256 of its bytes. The head's bytes are also stored here.
+//     the SHA-256 of its bytes, stored there only once the head held it.
 //
 // Revocation and benchmark lists are content addressed at
 // lists/sha256/<hex> (PutList, GetList) and named from records by digest.
 //
 // # Commits
 //
-// Update reads the head, lets its caller build the next record, stores
-// that record under records/ and then swaps the head from the revision it
-// read to the new record (S3: PutObject with If-Match on the ETag read, or
-// If-None-Match: * to create the gate; a local store: an exclusive lock
-// and an atomic rename). Of any number of concurrent commits prepared at
-// one generation, exactly one wins; the others lose with an error wrapping
-// store.ErrConflict, or, when their caller asked for it, read the new head
-// and try again. The record of a lost commit stays under records/,
-// unreferenced: it is not part of the history, which is what the head's
-// Prev chain reaches.
+// Update reads the head, lets its caller build the next record, swaps the
+// head from the revision it read to the new record (S3: PutObject with
+// If-Match on the ETag read, or If-None-Match: * to create the gate; a
+// local store: an exclusive lock and an atomic rename), and only then
+// stores the record under records/. Of any number of concurrent commits
+// prepared at one generation, exactly one wins; the others lose with an
+// error wrapping store.ErrConflict, or, when their caller asked for it,
+// read the new head and try again. A lost commit leaves nothing behind.
+// A commit that stopped between its two writes leaves a head whose record
+// is missing from records/; the next reader of the head stores it (the
+// head's bytes are the record).
 //
 // # History
 //
@@ -37,6 +38,24 @@
 // (a fork) stops it with an error. Update and Log both refuse a successor
 // that moves a fence back, drops a revocation or benchmark list, or clears
 // the active digest.
+//
+// Since a record enters records/ only after it was the head, the head must
+// also be the newest record there: Head, Log and Update list records/
+// before they read the head and refuse a head when records/ holds a
+// record of a greater generation (the head was set back to an older
+// record, which would drop the fences after it), and a missing head when
+// records/ holds any (the head was deleted).
+//
+// # What the history proves
+//
+// Records are not signed. The chain proves that the head descends, one
+// valid commit at a time, from generation 1, and (records/ being complete)
+// that it is the newest commit: fences only move forward along it, and a
+// head set back, deleted or forked is refused. It does not prove who made
+// a commit: a store writer can commit a record of their own on top (with
+// a trust policy of their own kept in it), and one who can also delete can
+// remove records and write a new history. Only a trust policy the reader
+// brings (--policy) checks approvals against such a writer.
 package gate
 
 import (
@@ -117,21 +136,20 @@ func describe(st store.Blobs) string {
 // Name returns the gate's name.
 func (g *Gate) Name() string { return g.name }
 
-// Head returns the current record, once its history checks out (see Log):
-// a head is only trusted as the newest link of a chain that reaches
-// generation 1. A record's chain is checked once per process (see
-// chain). It fails with an error wrapping ErrNoGate if the gate does
-// not exist, and refuses a head that is not a well-formed record of this
-// gate in canonical JSON or whose chain is broken.
+// Head returns the current record, once it checks out (see current): a
+// head is only trusted as the newest link of a chain that reaches
+// generation 1, with no newer record under records/. A record's chain is
+// checked once per process (see chain); records/ is listed once per call.
+// It fails with an error wrapping ErrNoGate if the gate does not exist,
+// and refuses a head that is not a well-formed record of this gate in
+// canonical JSON, whose chain is broken, that was rolled back to an older
+// record, or that was deleted while records/ holds history.
 func (g *Gate) Head(ctx context.Context) (*Record, error) {
-	head, d, _, err := g.load(ctx)
+	s, err := g.current(ctx, false, false)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := g.chain(ctx, head, d, true); err != nil {
-		return nil, err
-	}
-	return head, nil
+	return s.head, nil
 }
 
 // load reads the head and returns it with the digest of its bytes and the
@@ -158,29 +176,30 @@ func (g *Gate) load(ctx context.Context) (*Record, verify.Digest, string, error)
 // Generation (the current one + 1, or 1), Prev and Time, and By (user@host)
 // unless fn set it. An error from fn aborts the change, writes nothing and
 // is returned as it is. The next record must be a valid successor (see the
-// package documentation); it is stored under records/ before the head is
-// swapped to it.
+// package documentation); once the head holds it, it is stored under
+// records/ too (a failure to store it is no error: the commit is made, and
+// the next reader of the head stores it).
 //
-// The current head must be the newest link of an intact history (see
-// Log); a gate without a head whose records/ hold records is not created
-// again (see checkNew). If another commit wins first, Update without retry fails with an error
-// wrapping store.ErrConflict that says where the gate moved; with retry it
-// reads the head again and calls fn again, after a jittered pause, up to 50
-// times. A store that cannot make the write conditional fails with an
-// error wrapping store.ErrNotExclusive; there is never an unconditional
-// write.
+// The current head must check out (see current; its own record is stored
+// under records/ first if missing); a gate without a head whose records/
+// hold records is not created again. If another commit wins first, Update
+// without retry fails with an error wrapping store.ErrConflict that says
+// where the gate moved; with retry it reads the head again and calls fn
+// again, after a jittered pause, up to 50 times. A store that cannot make
+// the write conditional fails with an error wrapping store.ErrNotExclusive;
+// there is never an unconditional write.
 func (g *Gate) Update(ctx context.Context, retry bool, fn func(cur *Record) (*Record, error)) (*Record, error) {
 	for attempt := 1; ; attempt++ {
-		cur, curDigest, rev, err := g.load(ctx)
+		s, err := g.current(ctx, false, true)
 		switch {
-		case errors.Is(err, ErrNoGate):
-			err = g.checkNew(ctx)
-		case err == nil:
-			_, err = g.chain(ctx, cur, curDigest, true)
-		}
-		if err != nil {
+		case errors.Is(err, errHeadDeleted):
+			return nil, fmt.Errorf("%w: refusing to create the gate again at generation 1 (restore the head from the newest record in %s, or delete them if the gate never had a head)",
+				err, recordsPrefix(g.name))
+		case errors.Is(err, ErrNoGate): // a new gate
+		case err != nil:
 			return nil, err
 		}
+		cur, curDigest, rev := s.head, s.digest, s.rev
 		var arg *Record
 		if cur != nil {
 			arg = cur.clone()
@@ -197,12 +216,10 @@ func (g *Gate) Update(ctx context.Context, retry bool, fn func(cur *Record) (*Re
 		if err != nil {
 			return nil, err
 		}
-		if err := g.st.Put(ctx, RecordKey(g.name, verify.SHA256(data)), data); err != nil {
-			return nil, fmt.Errorf("gate %s: store record: %w", g.name, err)
-		}
 		err = g.st.Swap(ctx, HeadKey(g.name), data, rev)
 		switch {
 		case err == nil:
+			_ = g.st.Put(ctx, RecordKey(g.name, verify.SHA256(data)), data) // see above
 			return next, nil
 		case !errors.Is(err, store.ErrConflict):
 			return nil, fmt.Errorf("gate %s: %w", g.name, err)

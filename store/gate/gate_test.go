@@ -252,10 +252,17 @@ func TestLogRefusesBrokenHistory(t *testing.T) {
 		}
 	})
 	t.Run("head not in records", func(t *testing.T) {
-		_, dir, g, rs := build(t)
-		os.Remove(recordFile(dir, rs[3]))
-		if _, err := g.Log(t.Context()); err == nil || !strings.Contains(err.Error(), "generation 4") {
-			t.Fatalf("Log = %v; want generation 4 missing", err)
+		st, dir, g, rs := build(t)
+		os.Remove(recordFile(dir, rs[3])) // a commit that stopped after its head write
+		if log, err := g.Log(t.Context()); err != nil || len(log) != 4 {
+			t.Fatalf("Log = %d records, %v; want the 4 of the history", len(log), err)
+		}
+		if b, err := st.Get(t.Context(), RecordKey("g", rs[3].RecordDigest())); err != nil || verify.SHA256(b) != rs[3].RecordDigest() {
+			t.Fatalf("Log did not store the head's record: %v", err)
+		}
+		tamper(t, dir, RecordKey("g", rs[3].RecordDigest()), "{}")
+		if _, err := g.Log(t.Context()); err == nil || !strings.Contains(err.Error(), "generation 4") || !strings.Contains(err.Error(), "tampered") {
+			t.Fatalf("Log = %v; want generation 4 tampered", err)
 		}
 	})
 	t.Run("skipped generation", func(t *testing.T) {

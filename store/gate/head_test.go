@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -47,8 +46,6 @@ func TestHeadDeletedNotRecreatedS3(t *testing.T) {
 
 func headDeleted(t *testing.T, st Store, del deleter) {
 	t.Helper()
-	defer func(s time.Duration) { settle = s }(settle)
-	settle = 100 * time.Millisecond
 	g := openGate(t, st, "g")
 	mustUpdate(t, g, set(snap("a")))
 	mustUpdate(t, g, fence(7))
@@ -56,6 +53,9 @@ func headDeleted(t *testing.T, st Store, del deleter) {
 	_, err := g.Update(t.Context(), true, set(snap("b")))
 	if err == nil || !strings.Contains(err.Error(), "holds 2 records") || !strings.Contains(err.Error(), "refusing to create the gate again") {
 		t.Fatalf("Update over a deleted head = %v; want a refusal naming the records", err)
+	}
+	if _, err := g.Head(t.Context()); errors.Is(err, ErrNoGate) || !strings.Contains(err.Error(), "the head was deleted") {
+		t.Fatalf("Head over a deleted head = %v; want a refusal, not ErrNoGate", err)
 	}
 	if _, _, err := st.Load(t.Context(), HeadKey("g")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused commit wrote a head: %v", err)
@@ -88,8 +88,7 @@ func TestHeadNeedsItsChain(t *testing.T) {
 
 // TestConcurrentCreate: of writers that create one gate at once, exactly
 // one wins and the others lose their swap (ErrConflict), though they may
-// see the winner's record before its head: none is refused as a gate
-// with history.
+// list the winner's record: none is refused as a gate with history.
 func TestConcurrentCreate(t *testing.T) {
 	st, _ := newLocal(t)
 	const writers = 6
@@ -115,5 +114,62 @@ func TestConcurrentCreate(t *testing.T) {
 			}
 		}
 		storetest.OneWinner(t, name, errs)
+	}
+}
+
+// TestHeadRolledBack: a head set back to an older record of its own
+// history (its chain still reaches generation 1) is refused by Head, Log
+// and Update, in this process and in a new one, naming the generation
+// records/ holds, and the refused commit writes nothing; so is a head
+// beside a record under records/ that is not a gate record (which could
+// hide a newer one).
+func TestHeadRolledBack(t *testing.T) {
+	st, dir := newLocal(t)
+	rolledBack(t, st, func(t *testing.T, key string, b []byte) { tamper(t, dir, key, string(b)) })
+}
+
+// TestHeadRolledBackS3: the same on versitygw, where the head is
+// overwritten with a plain PutObject.
+func TestHeadRolledBackS3(t *testing.T) {
+	srv, st := newS3(t)
+	rolledBack(t, st, func(t *testing.T, key string, b []byte) { srv.Put(t, "gates", "pinfs/"+key, b) })
+}
+
+func rolledBack(t *testing.T, st Store, overwrite func(t *testing.T, key string, b []byte)) {
+	t.Helper()
+	ctx := t.Context()
+	g := openGate(t, st, "prod")
+	r1 := mustUpdate(t, g, set(snap("a")))
+	mustUpdate(t, g, fence(5))
+	mustUpdate(t, g, fence(7))
+	old, err := st.Get(ctx, RecordKey("prod", r1.RecordDigest()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	overwrite(t, HeadKey("prod"), old)
+	const want = "gate prod: head is at generation 1 but records/ holds generation 3"
+	for _, process := range []string{"this process", "a new process"} {
+		if process == "a new process" {
+			checked, generations = &checkedSet{}, &checkedSet{}
+		}
+		if r, err := g.Head(ctx); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("%s: Head of a rolled back gate = %+v, %v; want %q", process, r, err, want)
+		}
+		if _, err := g.Log(ctx); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: Log of a rolled back gate = %v; want %q", process, err, want)
+		}
+		if _, err := g.Update(ctx, true, fence(8)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: Update of a rolled back gate = %v; want %q", process, err, want)
+		}
+		if b, _, err := st.Load(ctx, HeadKey("prod")); err != nil || string(b) != string(old) {
+			t.Fatalf("%s: a refused commit changed the head: %v", process, err)
+		}
+	}
+
+	h := openGate(t, st, "other")
+	mustUpdate(t, h, fence(1))
+	overwrite(t, RecordKey("other", snap("junk")), []byte("junk"))
+	if _, err := h.Head(ctx); err == nil || !strings.Contains(err.Error(), "records/ holds what is not a record of this gate") {
+		t.Fatalf("Head beside a junk record = %v; want a refusal", err)
 	}
 }

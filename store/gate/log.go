@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -19,14 +18,131 @@ import (
 // from records/ (a gap), one whose bytes do not hash to its digest
 // (tampered), or a predecessor that is not of the generation just below,
 // of another gate, or that a commit could not have been made from (see
-// checkSuccessor). The head's own copy under records/ must hold the head's
-// bytes. A gate that does not exist fails with an error wrapping ErrNoGate.
+// checkSuccessor). The head must be the newest record (see current). A
+// gate that does not exist fails with an error wrapping ErrNoGate.
 func (g *Gate) Log(ctx context.Context) ([]*Record, error) {
-	head, d, _, err := g.load(ctx)
+	s, err := g.current(ctx, true, false)
 	if err != nil {
 		return nil, err
 	}
-	return g.chain(ctx, head, d, false)
+	return s.hist, nil
+}
+
+// state is a gate's head as current read and checked it.
+type state struct {
+	head   *Record       // nil: the gate has no head
+	digest verify.Digest // of the head's bytes
+	rev    string        // the store's revision of them
+	hist   []*Record     // the head and the chain checked below it (see chain)
+}
+
+// errHeadDeleted is wrapped by current when a gate has no head but
+// records/ holds records: a pinfs writer never deletes a head, and stores
+// a record only once a head holds it.
+var errHeadDeleted = errors.New("the head was deleted")
+
+// current lists records/, then reads the head and checks it: its chain
+// must reach generation 1 (see chain; with full every link is read again,
+// as Log does) and no record under records/ may have a greater generation
+// than the head. A record enters records/ only once the head holds it
+// (see Update), so a greater one, listed before the head was read, means
+// the head was set back to an older record, which drops the fences and
+// history after it; a record there that is not one of this gate's, or
+// whose bytes do not hash to its name, is refused too, since it could hide
+// one. With mustHeal, a head whose own record is missing from records/ (a
+// commit between its two writes, or one that crashed there) gets it stored
+// or fails; without, storing it is tried, and a store that refuses is no
+// error, since the head's own bytes are all that record holds.
+//
+// A gate without a head fails with an error wrapping ErrNoGate (and s
+// has no head) when records/ is empty, and with one wrapping
+// errHeadDeleted when it is not.
+func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error) {
+	prefix := recordsPrefix(g.name)
+	keys, err := g.st.List(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: list %s: %w", g.name, prefix, err)
+	}
+	s := &state{}
+	s.head, s.digest, s.rev, err = g.load(ctx)
+	if errors.Is(err, ErrNoGate) && len(keys) > 0 {
+		return nil, fmt.Errorf("gate %s: %s is missing but %s holds %d records of its history: %w",
+			g.name, HeadKey(g.name), prefix, len(keys), errHeadDeleted)
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := g.own(ctx, s.head, s.digest, mustHeal); err != nil {
+		return nil, err
+	}
+	if s.hist, err = g.chain(ctx, s.head, s.digest, !full); err != nil {
+		return nil, err
+	}
+	if err := g.newest(ctx, s.head, keys); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// recordsPrefix is where gate name's records are stored.
+func recordsPrefix(name string) string { return "gates/" + name + "/records/" }
+
+// own checks that records/ holds head's bytes (digest d) under d, and
+// stores them there if it holds nothing (see current for mustHeal).
+func (g *Gate) own(ctx context.Context, head *Record, d verify.Digest, mustHeal bool) error {
+	_, err := g.record(ctx, d, head.Generation)
+	if !errors.Is(err, errGap) {
+		return err
+	}
+	data, err := head.encode()
+	if err == nil {
+		err = g.st.Put(ctx, RecordKey(g.name, d), data)
+	}
+	if err != nil && mustHeal {
+		return fmt.Errorf("gate %s: store the head's record (generation %d): %w", g.name, head.Generation, err)
+	}
+	return nil
+}
+
+// newest checks that no record under keys (from records/, listed before
+// head was read) has a greater generation than head. A record's generation
+// is read once per process (its bytes are named by their digest).
+func (g *Gate) newest(ctx context.Context, head *Record, keys []string) error {
+	var top int64
+	var topKey string
+	for _, k := range keys {
+		hex, ok := strings.CutPrefix(k, recordsPrefix(g.name)+"sha256/")
+		if !ok {
+			continue // not a record pinfs reads
+		}
+		d, err := verify.ParseDigest("sha256:" + hex)
+		if err != nil || d.Hex() != hex {
+			continue
+		}
+		gen, ok := generations.gen(g.name, d)
+		if !ok {
+			data, err := g.get(ctx, d)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // gone since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("gate %s: %w", g.name, err)
+			}
+			r, err := g.parse(d, data)
+			if err != nil {
+				return fmt.Errorf("gate %s: records/ holds what is not a record of this gate: %w", g.name, err)
+			}
+			gen = r.Generation
+		}
+		if gen > top {
+			top, topKey = gen, k
+		}
+	}
+	if top > head.Generation {
+		return fmt.Errorf("gate %s: head is at generation %d but records/ holds generation %d (%s): the head was rolled back",
+			g.name, head.Generation, top, topKey)
+	}
+	return nil
 }
 
 // chain returns head, whose bytes have digest d, and every record its Prev
@@ -39,9 +155,6 @@ func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnow
 	out := []*Record{head}
 	if useKnown && checked.has(g.name, d) {
 		return out, nil
-	}
-	if _, err := g.record(ctx, d, head.Generation); err != nil {
-		return nil, err
 	}
 	for cur := head; cur.Prev != ""; {
 		if useKnown && checked.has(g.name, cur.Prev) {
@@ -58,59 +171,90 @@ func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnow
 		cur = prev
 	}
 	for _, r := range out {
-		checked.add(g.name, r.RecordDigest())
+		checked.add(g.name, r.RecordDigest(), r.Generation)
 	}
 	return out, nil
 }
 
-// checked holds the records, by gate name and digest, whose chain back to
-// generation 1 this process has checked.
-var checked = &checkedSet{}
+var (
+	// checked holds the records, by gate name and digest, whose chain back
+	// to generation 1 this process has checked.
+	checked = &checkedSet{}
+	// generations holds the generation of every record this process read
+	// and found to hash to its name.
+	generations = &checkedSet{}
+)
 
 // maxChecked bounds checkedSet: when full it starts again empty.
 const maxChecked = 1 << 14
 
-// checkedSet is a set of record digests per gate, safe for concurrent use.
+// checkedSet maps record digests, per gate, to their generation; it is
+// safe for concurrent use.
 type checkedSet struct {
 	mu sync.Mutex
-	m  map[string]bool
+	m  map[string]int64
 }
 
 func (c *checkedSet) has(name string, d verify.Digest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[name+" "+string(d)]
+	_, ok := c.gen(name, d)
+	return ok
 }
 
-func (c *checkedSet) add(name string, d verify.Digest) {
+func (c *checkedSet) gen(name string, d verify.Digest) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gen, ok := c.m[name+" "+string(d)]
+	return gen, ok
+}
+
+func (c *checkedSet) add(name string, d verify.Digest, gen int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= maxChecked {
-		c.m = map[string]bool{}
+		c.m = map[string]int64{}
 	}
-	c.m[name+" "+string(d)] = true
+	c.m[name+" "+string(d)] = gen
 }
+
+// errGap is wrapped by record when the record is missing from records/.
+var errGap = errors.New("a gap")
 
 // record reads and checks the record with digest d, which the history
 // says is generation gen.
 func (g *Gate) record(ctx context.Context, d verify.Digest, gen int64) (*Record, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	data, err := g.st.Get(ctx, RecordKey(g.name, d))
+	data, err := g.get(ctx, d)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("gate %s: broken history: generation %d (%s) is missing from records/ (a gap)", g.name, gen, d)
+		return nil, fmt.Errorf("gate %s: broken history: generation %d (%s) is missing from records/ (%w)", g.name, gen, d, errGap)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("gate %s: generation %d: %w", g.name, gen, err)
 	}
+	r, err := g.parse(d, data)
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: broken history: generation %d: %w", g.name, gen, err)
+	}
+	return r, nil
+}
+
+// get reads the bytes stored under records/ for digest d.
+func (g *Gate) get(ctx context.Context, d verify.Digest) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return g.st.Get(ctx, RecordKey(g.name, d))
+}
+
+// parse checks that data, stored under records/ for digest d, hashes to d
+// and is a record of this gate, and remembers its generation.
+func (g *Gate) parse(d verify.Digest, data []byte) (*Record, error) {
 	if got := verify.SHA256(data); got != d {
-		return nil, fmt.Errorf("gate %s: broken history: generation %d: record %s holds bytes of digest %s (tampered)", g.name, gen, d, got)
+		return nil, fmt.Errorf("record %s holds bytes of digest %s (tampered)", d, got)
 	}
 	r, err := parseRecord(g.name, data)
 	if err != nil {
-		return nil, fmt.Errorf("gate %s: broken history: generation %d (%s): %w", g.name, gen, d, err)
+		return nil, fmt.Errorf("record %s: %w", d, err)
 	}
+	generations.add(g.name, d, r.Generation)
 	return r, nil
 }
 
@@ -130,46 +274,4 @@ func Names(ctx context.Context, l store.KeyLister) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-// settle bounds how long checkNew waits for a head to appear over records
-// that a concurrent first commit may have stored just before its swap.
-var settle = 2 * time.Second
-
-// checkNew is Update's check before it creates the gate: records/ must
-// hold no record. A record there with no head is either a concurrent first
-// commit between storing its record and swapping the head in, or the
-// history of a gate whose head was deleted (on S3 a delete marker does not
-// stop If-None-Match), which a new generation 1 would silently drop,
-// fences and all. It waits up to settle for a head to appear (then the
-// create loses its swap like any other lost race) and otherwise refuses.
-func (g *Gate) checkNew(ctx context.Context) error {
-	prefix := "gates/" + g.name + "/records/"
-	deadline := time.Now().Add(settle)
-	for {
-		keys, err := g.st.List(ctx, prefix)
-		if err != nil {
-			return fmt.Errorf("gate %s: list %s: %w", g.name, prefix, err)
-		}
-		if len(keys) == 0 {
-			return nil
-		}
-		_, _, err = g.st.Load(ctx, HeadKey(g.name))
-		switch {
-		case err == nil:
-			return nil // created meanwhile: the swap from "" loses
-		case !errors.Is(err, store.ErrNotFound):
-			return fmt.Errorf("gate %s: %w", g.name, err)
-		case time.Now().After(deadline):
-			return fmt.Errorf("gate %s: %s is missing but %s holds %d records of its history: refusing to create the gate again at generation 1 (restore the head from the newest record there, or delete %s if the gate never had a head)",
-				g.name, HeadKey(g.name), prefix, len(keys), prefix)
-		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
 }
