@@ -36,8 +36,9 @@ type Request struct {
 // so that a resumed job that admits again gets the same digest. But the
 // held permit is a claim read from the run record, which others may
 // write: it is returned only if it was granted for the same target (gate
-// name, or digest), purpose and policy as r, and if it checks out against
-// the store (see CheckPermit); otherwise Admit fails and writes nothing.
+// name, or digest) and purpose as r, under the policy given now (see
+// kept), and if it checks out against the store (see CheckPermit);
+// otherwise Admit fails and writes nothing.
 func Admit(ctx context.Context, st store.Store, r Request) (*Permitted, bool, error) {
 	if r.Record.RunID != "" {
 		held, err := runrecord.Held(ctx, r.Record)
@@ -129,8 +130,13 @@ func grant(ctx context.Context, st store.Store, d verify.Digest, purpose string,
 
 // kept is Admit's answer for a run that holds a permit already: that
 // permit, whatever the gate says now, since a later generation or fence
-// never changes an admitted run's digest; but only for the same target,
-// purpose and policy as r, and only once it checks out (checkHeld).
+// never changes an admitted run's digest; but only for the same target
+// and purpose as r, under the policy given now, and only once it checks
+// out (checkHeld). The policy given now is r.Policy, else, for a permit
+// through a gate, the policy the gate's current head keeps (not the one
+// kept at the permit's generation); the permit must have been granted
+// under that policy, and its digest is checked under it. A permit by
+// digest needs r.Policy.
 func kept(ctx context.Context, st store.Store, r Request, held runrecord.Permit) (*Permitted, bool, error) {
 	if held.Purpose != r.Purpose {
 		return nil, false, fmt.Errorf("run %s was admitted for purpose %q, not %q", held.RunID, held.Purpose, r.Purpose)
@@ -142,16 +148,35 @@ func kept(ctx context.Context, st store.Store, r Request, held runrecord.Permit)
 	if target != r.Target {
 		return nil, false, fmt.Errorf("run %s was admitted for %s, not %s", held.RunID, target, r.Target)
 	}
-	switch {
-	case r.Policy != nil && held.Policy != r.Policy.Digest():
-		return nil, false, fmt.Errorf("run %s was admitted under trust policy %s, not %s", held.RunID, held.Policy, r.Policy.Digest())
-	case r.Policy == nil && held.Gate == "":
-		return nil, false, fmt.Errorf("run %s: %w", held.RunID, ErrNoPolicy) // as a new admission by digest
+	pol, given := r.Policy, "--policy"
+	if pol == nil && held.Gate != "" {
+		p, err := policyNow(ctx, st, held.Gate)
+		if err != nil {
+			return nil, false, fmt.Errorf("run %s: %w", held.RunID, err)
+		}
+		pol, given = p, "the policy gate "+held.Gate+" keeps now"
+	}
+	if pol != nil && held.Policy != pol.Digest() {
+		return nil, false, fmt.Errorf("run %s was admitted under trust policy %s, not %s (%s)", held.RunID, held.Policy, pol.Digest(), given)
 	}
 	id := r.Record.RunID
 	if id == "" {
 		id = held.RunID // this call's own new run id, bound concurrently
 	}
-	v, err := checkHeld(ctx, st, id, held, r.Policy)
+	v, err := checkHeld(ctx, st, id, held, pol)
 	return v, false, err
+}
+
+// policyNow returns the trust policy gate name's current head keeps.
+func policyNow(ctx context.Context, st store.Store, name string) (*sign.Policy, error) {
+	g, err := gate.Open(st, name)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := g.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err := policyFor(ctx, st, nil, cur)
+	return p, err
 }

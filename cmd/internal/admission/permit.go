@@ -37,11 +37,12 @@ func (v *Permitted) Permit() runrecord.Permit {
 // from its binding in the run record at o.URL) for exactly digest d, and
 // that permit must check out against the store:
 //
-//   - d is APPROVED under pol, or, with pol nil, under the policy the
-//     permit names: for a permit through a gate that must be the policy the
-//     gate kept at the permit's generation, and for one by digest it is
-//     fetched by its digest (policies/sha256/...); a permit by digest that
-//     names none needs pol;
+//   - d is APPROVED under pol, or, with pol nil, for a permit through a
+//     gate, under the policy the gate kept at the permit's generation, which
+//     the permit must name. A permit by digest checks out only under pol:
+//     the policy it names is as much a claim as the permit, and anyone who
+//     can write the store can keep a policy of their own there and approve
+//     under it;
 //   - through a gate, the gate's history (its hash chain, checked back to
 //     generation 1) holds the permit's generation, pointing at d, and at
 //     that generation's watermarks and fences d was admissible, with the
@@ -66,6 +67,9 @@ func CheckPermit(ctx context.Context, st store.Store, o runrecord.Options, d ver
 // checkHeld checks the permit p that run runID's binding holds (see
 // CheckPermit).
 func checkHeld(ctx context.Context, st store.Store, runID string, p runrecord.Permit, pol *sign.Policy) (*Permitted, error) {
+	if p.Gate == "" && pol == nil {
+		return nil, fmt.Errorf("run %s was admitted by digest: its permit is checked only under the trust policy given now, not one it names: %w", runID, ErrNoPolicy)
+	}
 	if err := recheck(ctx, st, runID, p, pol); err != nil {
 		return nil, fmt.Errorf("run %s's permit %w: %w", runID, ErrBadPermit, err)
 	}
@@ -131,17 +135,17 @@ func grantedAt(ctx context.Context, st store.Store, p runrecord.Permit) (*gate.R
 
 // permitPolicy returns the policy a held permit p is checked under: pol
 // when given; else, through gate record rec, the policy that record keeps,
-// which p must name; else the policy p names, from the store.
+// which p must name. A permit by digest (rec nil) needs pol.
 func permitPolicy(ctx context.Context, st store.Blobs, p runrecord.Permit, rec *gate.Record, pol *sign.Policy) (*sign.Policy, verify.Digest, error) {
 	switch {
 	case pol != nil:
 		return pol, pol.Digest(), nil
-	case rec != nil && rec.Policy == "":
+	case rec == nil:
+		return nil, "", fmt.Errorf("it was admitted by digest: %w", ErrNoPolicy)
+	case rec.Policy == "":
 		return nil, "", fmt.Errorf("gate %s generation %d keeps no trust policy: %w", rec.Name, rec.Generation, ErrNoPolicy)
-	case rec != nil && p.Policy != rec.Policy:
+	case p.Policy != rec.Policy:
 		return nil, "", fmt.Errorf("it names trust policy %q, gate %s generation %d keeps %s: %w", p.Policy, rec.Name, rec.Generation, rec.Policy, ErrNoPolicy)
-	case p.Policy == "":
-		return nil, "", fmt.Errorf("it was admitted by digest and names no trust policy: %w", ErrNoPolicy)
 	}
 	kept, err := LoadPolicy(ctx, st, p.Policy)
 	return kept, p.Policy, err

@@ -60,8 +60,7 @@ func TestHeldPermitChecked(t *testing.T) {
 		{"a generation the gate never had", runrecord.Permit{Digest: d1, Purpose: purpose, Gate: "prod", Generation: 7, TombstoneWatermark: 1, Policy: p.Digest()},
 			nil, ErrBadPermit, "gate prod has no generation 7"},
 		{"no such gate", runrecord.Permit{Digest: d1, Purpose: purpose, Gate: "nosuch", Generation: 1, Policy: p.Digest()}, nil, ErrBadPermit, "no such gate"},
-		{"by digest, unapproved", runrecord.Permit{Digest: d2, Purpose: purpose, TombstoneWatermark: 1, Policy: p.Digest()}, nil, sign.ErrNotApproved, "0 of 1"},
-		{"by digest, no policy", runrecord.Permit{Digest: d1, Purpose: purpose, TombstoneWatermark: 1}, nil, ErrNoPolicy, "names no trust policy"},
+		{"by digest, unapproved", runrecord.Permit{Digest: d2, Purpose: purpose, TombstoneWatermark: 1, Policy: p.Digest()}, p, sign.ErrNotApproved, "0 of 1"},
 		{"by digest, approved under a policy not given", runrecord.Permit{Digest: d1, Purpose: purpose, TombstoneWatermark: 1, Policy: p.Digest()},
 			bobs, sign.ErrNotApproved, "0 of 1"},
 		{"a policy the gate did not keep", runrecord.Permit{Digest: d1, Purpose: purpose, Gate: "prod", Generation: 1, TombstoneWatermark: 1, Policy: bobs.Digest()},
@@ -96,7 +95,7 @@ func TestHeldPermitChecked(t *testing.T) {
 	}
 	check("run-ok", d1, nil)
 	check("run-ok", d1, p)
-	check("run-d", d1, nil)
+	check("run-d", d1, p)
 	for _, tc := range []struct {
 		target string
 		pol    *sign.Policy
@@ -152,5 +151,63 @@ func TestMountRefusesChangedPermit(t *testing.T) {
 	}
 	if err := rec.Close(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeldPermitByDigestNeedsPolicy: a run admitted by digest under a
+// policy that anyone who can write the store can keep there (mallory's,
+// with mallory's approval) is not mounted (CheckPermit) or returned again
+// (Admit) without the caller's own policy, which refuses it.
+func TestHeldPermitByDigestNeedsPolicy(t *testing.T) {
+	st, kr, rs := newLocal(t), newKeyring(t), newRuns(t)
+	kr.signer("alice")
+	mallory := kr.signer("mallory")
+	p, mallorys := kr.policy(1, "alice"), kr.policy(1, "mallory")
+	ctx := t.Context()
+	d2 := approved(t, st, at(1, 0), map[string]string{"a": "2"}, mallory)
+	if _, _, err := rs.admit(st, d2.String(), "job-88", mallorys); err != nil {
+		t.Fatal(err)
+	}
+	o := runrecord.Options{URL: rs.url, RunID: "job-88"}
+	if v, err := CheckPermit(ctx, st, o, d2, nil); !errors.Is(err, ErrNoPolicy) || !strings.Contains(err.Error(), "run job-88 was admitted by digest") {
+		t.Fatalf("CheckPermit of job-88 without a policy = %+v, %v; want ErrNoPolicy naming the run", v, err)
+	}
+	if _, err := CheckPermit(ctx, st, o, d2, p); !errors.Is(err, ErrBadPermit) || !errors.Is(err, sign.ErrNotApproved) {
+		t.Fatalf("CheckPermit of job-88 under alice's policy = %v; want not approved", err)
+	}
+	if _, _, err := rs.admit(st, d2.String(), "job-88", nil); !errors.Is(err, ErrNoPolicy) || !strings.Contains(err.Error(), "run job-88") {
+		t.Fatalf("admit job-88 again without a policy = %v; want ErrNoPolicy", err)
+	}
+	if _, _, err := rs.admit(st, d2.String(), "job-88", p); err == nil || !strings.Contains(err.Error(), "run job-88 was admitted under trust policy "+mallorys.Digest().String()) {
+		t.Fatalf("admit job-88 again under alice's policy = %v; want a refusal", err)
+	}
+}
+
+// TestAdmitHeldUnderPolicyNow: admit NAME without a policy re-checks a
+// held permit under the policy the gate keeps now, not the one kept at
+// the permit's generation: once the gate moved to another policy, the run
+// is refused, naming it; mount --require-permit (CheckPermit) still
+// checks a gate permit under the policy its generation kept.
+func TestAdmitHeldUnderPolicyNow(t *testing.T) {
+	st, kr, rs := newLocal(t), newKeyring(t), newRuns(t)
+	alice, bob := kr.signer("alice"), kr.signer("bob")
+	p, bobs := kr.policy(1, "alice"), kr.policy(1, "bob")
+	d1 := approved(t, st, at(1, 0), map[string]string{"a": "1"}, alice)
+	activate(t, st, Activation{Gate: "prod", Digest: d1, Expect: -1, Policy: p})
+	if _, _, err := rs.admit(st, "prod", "run-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	d3 := approved(t, st, at(1, 0), map[string]string{"a": "3"}, bob)
+	activate(t, st, Activation{Gate: "prod", Digest: d3, Expect: 1, Policy: bobs})
+
+	_, _, err := rs.admit(st, "prod", "run-1", nil)
+	if err == nil || !strings.Contains(err.Error(), "run run-1 was admitted under trust policy "+p.Digest().String()+", not "+bobs.Digest().String()) {
+		t.Fatalf("admit prod for run-1 after the gate moved to bob's policy = %v; want a refusal naming the run", err)
+	}
+	if held, _, err := rs.admit(st, "prod", "run-1", p); err != nil || held.Digest != d1 {
+		t.Fatalf("admit prod for run-1 under --policy alice's = %+v, %v; want its permit for %s", held, err, d1)
+	}
+	if _, err := CheckPermit(t.Context(), st, runrecord.Options{URL: rs.url, RunID: "run-1"}, d1, nil); err != nil {
+		t.Fatalf("CheckPermit of run-1 under the policy its generation kept: %v", err)
 	}
 }
