@@ -27,6 +27,8 @@ type permitCase struct {
 	other        string
 	policy       string                                      // the policy file that approved digest
 	policyDigest string                                      // its digest, which gate prod keeps
+	malloryKey   string                                      // a key that policy does not trust
+	malloryPol   string                                      // a policy file trusting only that key
 	file         string                                      // a member of digest
 	want         []byte                                      // its bytes
 	runKeys      func(t testing.TB, runID string) []string   // what the record holds of the run
@@ -56,7 +58,8 @@ func newPermitCase(t *testing.T, a *admStore, record string) *permitCase {
 		t.Fatalf("test setup: other %s, digest %s, gate policy %q", other, d, g.Policy)
 	}
 	return &permitCase{admStore: a, record: record, cache: filepath.Join(a.work, "cache"), digest: d, other: other,
-		policy: s.policy, policyDigest: g.Policy, file: "train/a.bin", want: data["train/a.bin"]}
+		policy: s.policy, policyDigest: g.Policy, malloryKey: filepath.Join(filepath.Dir(s.bobPolicy), "bob.key"), malloryPol: s.bobPolicy,
+		file: "train/a.bin", want: data["train/a.bin"]}
 }
 
 // forge hand-writes, as anyone who can append to the run record can, a
@@ -117,14 +120,15 @@ func (c *permitCase) refused(t *testing.T, d, runID, want string, background boo
 	}
 }
 
-// serves mounts run runID with --require-permit, reads c.file and stops.
-func (c *permitCase) serves(t *testing.T, runID string) {
+// serves mounts run runID with --require-permit (and extra flags), reads
+// c.file and stops.
+func (c *permitCase) serves(t *testing.T, runID string, extra ...string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := startMount(t, c.env, dir, c.mountArgs(c.digest, dir, runID, "--require-permit")[1:]...)
+	d := startMount(t, c.env, dir, c.mountArgs(c.digest, dir, runID, append([]string{"--require-permit"}, extra...)...)[1:]...)
 	if b, err := readFile(t, filepath.Join(dir, c.file)); err != nil || !bytes.Equal(b, c.want) {
 		t.Fatalf("read %s through the permitted mount: %v", c.file, err)
 	}
@@ -161,7 +165,24 @@ func checkRequirePermit(t *testing.T, c *permitCase) {
 	c.refused(t, c.other, "job-42", "run job-42's permit does not check out", false, "--policy", c.policy)
 	// By digest, naming the gate's policy, under which other is not approved.
 	c.forge(t, "job-43", c.other, "", 0)
-	c.refused(t, c.other, "job-43", "not approved", true)
+	c.refused(t, c.other, "job-43", "not approved", true, "--policy", c.policy)
+
+	// Mallory, who can write the store, keeps a policy of her own there,
+	// approves other under it and admits job-88 by digest with it: a permit
+	// by digest checks out only under the mount's own --policy.
+	mustPinfs(t, c.env, "validate", c.other, "--store", c.store)
+	mustPinfs(t, c.env, "approve", c.other, "--store", c.store, "--key", c.malloryKey)
+	mustPinfs(t, c.env, "admit", c.other, "--purpose", permitPurpose, "--store", c.store, "--run-record", c.record,
+		"--run-id", "job-88", "--policy", c.malloryPol)
+	c.refused(t, c.other, "job-88", "run job-88 was admitted by digest", false)
+	c.refused(t, c.other, "job-88", "pass --policy", true)
+	c.refused(t, c.other, "job-88", "not approved", false, "--policy", c.policy)
+	refused(t, c.env, 1, []string{"run job-88", "pass --policy"}, "admit", c.other, "--purpose", permitPurpose, "--store", c.store,
+		"--run-record", c.record, "--run-id", "job-88")
+	// A run admitted by digest under the caller's policy mounts under it.
+	mustPinfs(t, c.env, "admit", c.digest, "--purpose", permitPurpose, "--store", c.store, "--run-record", c.record,
+		"--run-id", "job-d", "--policy", c.policy)
+	c.serves(t, "job-d", "--policy", c.policy)
 
 	got := strings.TrimSpace(mustPinfs(t, c.env, c.admit("job-ok")...).stdout)
 	if got != "job-ok "+c.digest {
