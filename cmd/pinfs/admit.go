@@ -29,10 +29,12 @@ time. Prints the run id and the digest.
 Mount with pinfs mount DIGEST MNT --run-id R --require-permit. A run keeps
 its digest: admitting run R again returns the permit it holds, whatever the
 gate says now, so that a resumed job gets the same digest; but only a
-permit granted for the same NAME or DIGEST, purpose and policy, and only
-once it checks out against the store (approved under the policy; through a
-gate, the gate's history holds its generation at that digest). Otherwise
-admit refuses with exit status 1 and writes nothing.`,
+permit granted for the same NAME or DIGEST and purpose, under the policy
+given now (--policy FILE; without it, for NAME, the one the gate's current
+head keeps; DIGEST needs --policy), and only once it checks out against
+the store (approved under that policy; through a gate, the gate's history
+holds its generation at that digest). Otherwise admit refuses with exit
+status 1 and writes nothing.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		purpose := fs.String("purpose", "", "what the run reads the snapshot for; must equal the manifest's purpose")

@@ -42,10 +42,12 @@ left by a killed pinfs at MOUNTPOINT is cleaned up first.
 With --require-permit (and --run-id R) the mount refuses with exit status
 1, before anything is mounted or written to the run record, unless run R
 holds a permit (pinfs admit) for exactly DIGEST that checks out against
-the store: DIGEST is approved under --policy FILE (without it, under the
-policy the permit names: through a gate, the one the gate kept at the
-permit's generation), and, through a gate, the gate's history holds the
-permit's generation pointing at DIGEST. So the store must be reachable.
+the store: DIGEST is approved under --policy FILE (without it, for a
+permit through a gate, under the policy the gate kept at the permit's
+generation; a permit by digest needs --policy, since the policy it names
+is anyone's who can write the store), and, through a gate, the gate's
+history holds the permit's generation pointing at DIGEST. So the store
+must be reachable.
 With --policy FILE it
 refuses, the same way, a snapshot without approvals that satisfy the
 trust policy (docs/admission.md); that check reads the approvals from the
