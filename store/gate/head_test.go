@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -171,5 +172,41 @@ func rolledBack(t *testing.T, st Store, overwrite func(t *testing.T, key string,
 	overwrite(t, RecordKey("other", snap("junk")), []byte("junk"))
 	if _, err := h.Head(ctx); err == nil || !strings.Contains(err.Error(), "records/ holds what is not a record of this gate") {
 		t.Fatalf("Head beside a junk record = %v; want a refusal", err)
+	}
+}
+
+// failingPuts is a store that refuses every Put, as a reader's read-only
+// credentials do.
+type failingPuts struct{ Store }
+
+func (failingPuts) Put(context.Context, string, []byte) error { return errors.New("access denied") }
+
+// TestCrashBetweenHeadAndRecord: a commit that stopped after its head
+// write, before storing its record, leaves a head that a reader without
+// write access still accepts, that a reader with it stores under
+// records/, and on which the next commit builds with no gap.
+func TestCrashBetweenHeadAndRecord(t *testing.T) {
+	st, dir := newLocal(t)
+	g := openGate(t, st, "g")
+	mustUpdate(t, g, fence(1))
+	r2 := mustUpdate(t, g, fence(2))
+	key := RecordKey("g", r2.RecordDigest())
+	if err := os.Remove(filepath.Join(dir, filepath.FromSlash(key))); err != nil {
+		t.Fatal(err)
+	}
+	checked, generations = &checkedSet{}, &checkedSet{}
+	if r, err := openGate(t, failingPuts{st}, "g").Head(t.Context()); err != nil || r.Generation != 2 {
+		t.Fatalf("Head through a store that cannot store the record = %+v, %v; want generation 2", r, err)
+	}
+	if _, err := openGate(t, failingPuts{st}, "g").Update(t.Context(), false, fence(3)); err == nil || !strings.Contains(err.Error(), "access denied") {
+		t.Fatalf("Update that cannot store the head's record = %v; want a refusal before it commits", err)
+	}
+	mustUpdate(t, g, fence(3))
+	if _, err := st.Get(t.Context(), key); err != nil {
+		t.Fatalf("the commit did not store its predecessor's record: %v", err)
+	}
+	checked = &checkedSet{}
+	if log, err := g.Log(t.Context()); err != nil || len(log) != 3 {
+		t.Fatalf("Log = %d records, %v; want 3", len(log), err)
 	}
 }

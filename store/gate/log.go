@@ -49,7 +49,8 @@ var errHeadDeleted = errors.New("the head was deleted")
 // the head was set back to an older record, which drops the fences and
 // history after it; a record there that is not one of this gate's, or
 // whose bytes do not hash to its name, is refused too, since it could hide
-// one. With mustHeal, a head whose own record is missing from records/ (a
+// one. Only then is the head's own record looked at: with mustHeal, a
+// head whose own record is missing from records/ (a
 // commit between its two writes, or one that crashed there) gets it stored
 // or fails; without, storing it is tried, and a store that refuses is no
 // error, since the head's own bytes are all that record holds.
@@ -72,14 +73,16 @@ func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error)
 	if err != nil {
 		return s, err
 	}
-	if err := g.own(ctx, s.head, s.digest, mustHeal); err != nil {
-		return nil, err
-	}
 	if s.hist, err = g.chain(ctx, s.head, s.digest, !full); err != nil {
 		return nil, err
 	}
 	if err := g.newest(ctx, s.head, keys); err != nil {
 		return nil, err
+	}
+	if !slices.Contains(keys, RecordKey(g.name, s.digest)) { // else newest read and checked it
+		if err := g.own(ctx, s.head, s.digest, mustHeal); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -88,7 +91,8 @@ func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error)
 func recordsPrefix(name string) string { return "gates/" + name + "/records/" }
 
 // own checks that records/ holds head's bytes (digest d) under d, and
-// stores them there if it holds nothing (see current for mustHeal).
+// stores them there if it holds nothing (see current for mustHeal). The
+// head must have checked out: a head that did not is never stored.
 func (g *Gate) own(ctx context.Context, head *Record, d verify.Digest, mustHeal bool) error {
 	_, err := g.record(ctx, d, head.Generation)
 	if !errors.Is(err, errGap) {
