@@ -49,11 +49,13 @@ var errHeadDeleted = errors.New("the head was deleted")
 // the head was set back to an older record, which drops the fences and
 // history after it; a record there that is not one of this gate's, or
 // whose bytes do not hash to its name, is refused too, since it could hide
-// one. Only then is the head's own record looked at: with mustHeal, a
-// head whose own record is missing from records/ (a
-// commit between its two writes, or one that crashed there) gets it stored
-// or fails; without, storing it is tried, and a store that refuses is no
-// error, since the head's own bytes are all that record holds.
+// one.
+//
+// Only a head that checked out has its own record looked at. One missing
+// from records/ (a commit between its two writes, or one that stopped
+// there) is stored; with mustHeal a failure to store it is an error, and
+// without (a reader, perhaps with read-only credentials) it is not, since
+// the head's own bytes are all that record holds.
 //
 // A gate without a head fails with an error wrapping ErrNoGate (and s
 // has no head) when records/ is empty, and with one wrapping
