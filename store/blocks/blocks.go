@@ -24,7 +24,8 @@ var (
 	// Config.ReadTimeout.
 	ErrReadTimeout = errors.New("blocks: read timeout")
 	// ErrNotRecorded: the Reporter could not make an event of the read
-	// durable, so the read fails.
+	// durable (of its flight, or one owed by an earlier load of the
+	// block), so the read fails.
 	ErrNotRecorded = errors.New("blocks: event not recorded")
 )
 
@@ -52,6 +53,11 @@ type Reader struct {
 	// fails remembers, for failWindow, the blocks whose read failed for a
 	// reason that may pass.
 	fails *failures
+
+	// owed keeps the events the Reporter could not make durable until a
+	// read of their block records them; replays is one settle per block.
+	owed    owed
+	replays lru.Group[cache.Key, struct{}]
 
 	// mu guards seq's states and closed.
 	mu     sync.Mutex
@@ -234,19 +240,24 @@ func check(m *Member, off int64) error {
 
 // pending is a block that is either at hand (a memory hit) or loading,
 // or whose read failed a moment ago (remembered: c has ended with that
-// failure).
+// failure), or that has events owed (Reader.settle), which must be
+// recorded before it is read.
 type pending struct {
 	b          []byte
 	c          *lru.Call[[]byte]
 	remembered bool
+	owed       bool
 }
 
-// pend returns block i of m from the memory tier, or else its call: one
-// that has failed already if a read of i failed for a reason that may pass
-// less than failWindow ago (Reader.fails), or else a run's; a miss of a
-// sequential reader starts a run over i's group of blocks. The run ends
-// ReadTimeout after start.
+// pend returns that block i of m has events owed, or else the block from
+// the memory tier, or else its call: one that has failed already if a read
+// of i failed for a reason that may pass less than failWindow ago
+// (Reader.fails), or else a run's; a miss of a sequential reader starts a
+// run over i's group of blocks. The run ends ReadTimeout after start.
 func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
+	if r.owed.has(key(m, i)) {
+		return pending{owed: true}
+	}
 	if b, ok := r.memGet(m, i); ok {
 		return pending{b: b}
 	}
@@ -262,7 +273,9 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	return pending{c: cs[i-first]}
 }
 
-// get returns block i of m from pd, waiting for its call or for ctx. If
+// get returns block i of m from pd, waiting for its call or for ctx; a
+// block with events owed has them recorded first (settle) and is pended
+// again, and fails if they cannot be. If
 // the call started before the read (at start; another read or readahead
 // started it) and failed for a reason that may pass, it may have started
 // during a fault that is over: get starts or joins a fresh call, once,
@@ -273,6 +286,12 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 // and that read, or any other of the block within the window, fails at
 // once instead of waiting a read timeout again.
 func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start time.Time) ([]byte, error) {
+	for pd.owed {
+		if err := r.settle(ctx, m, i); err != nil {
+			return nil, err
+		}
+		pd = r.pend(m, i, start)
+	}
 	if pd.c == nil {
 		return pd.b, nil
 	}

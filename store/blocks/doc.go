@@ -97,5 +97,13 @@
 // returns. If the Reporter cannot make an event durable, that read fails
 // with an error wrapping ErrNotRecorded, even when the block itself was
 // healed (a damaged copy replaced by a good one): nothing is served that
-// the run record does not account for.
+// the run record does not account for. The event is then owed to its
+// block: a flight may have no reader waiting (readahead, Warm), and the
+// next read of the block, which would fetch it afresh, could otherwise
+// succeed with the event lost. That read, and every later one, hands the
+// owed events to the Reporter again before anything else (one attempt
+// per block at a time, so each is recorded once) and fails with
+// ErrNotRecorded while they still cannot be recorded; once they are, the
+// block reads as usual. Owed events are bounded (maxOwed); past the bound
+// an event fails only the readers of its flight.
 package blocks

@@ -22,8 +22,10 @@ type Stats struct {
 	FreshFlights   int64 // loads started again for a read that joined a failed one
 	VersionMissing int64 // "version_missing" events
 	FetchFailed    int64 // "fetch_failed" events
-	// EventsUnrecorded counts events the Reporter could not make durable;
-	// each failed the read it concerned.
+	// EventsUnrecorded counts events the Reporter could not make durable
+	// when they happened; each failed the reads waiting for its flight and
+	// is owed to the next read of its block (a failed retry of an owed
+	// event is not counted again).
 	EventsUnrecorded int64
 
 	Mem  cache.MemStats
