@@ -145,13 +145,23 @@ func TestInterruptedReadRemembersNothing(t *testing.T) {
 // A read that joined a flight started before it, which then fails for a
 // reason that may pass, gets a fresh flight that ends by the read's own
 // deadline, not a read timeout after the first flight failed: no read
-// waits longer than the read timeout.
+// waits longer than the read timeout. The first flight fails when the test
+// says so, well within the joining read's time: had it failed at its own
+// deadline, the joining read (started a moment later) would have had only
+// that moment left, and on a loaded machine rightly none for a fresh
+// flight.
 func TestFreshFlightEndsByTheReadsDeadline(t *testing.T) {
 	e := newEnv(t)
-	const readTimeout = 400 * time.Millisecond
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
+	const readTimeout = time.Second
+	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond, Attempts: 1})
 	m := e.member(BlockSize)
-	e.store.Faults = func(request, int) fault { return fault{Hang: true} }
+	hold := make(chan struct{})
+	e.store.Faults = func(q request, seen int) fault {
+		if seen == 0 {
+			return fault{Err: errServer, Wait: hold}
+		}
+		return fault{Hang: true}
+	}
 	first := make(chan error, 1)
 	go func() {
 		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
@@ -165,8 +175,12 @@ func TestFreshFlightEndsByTheReadsDeadline(t *testing.T) {
 	}()
 	waitFor(t, func() bool { return r.Stats().Joined == 1 })
 	joinedBy := time.Now() // the joining read started before this
-	if err := <-first; !errors.Is(err, ErrReadTimeout) {
-		t.Fatalf("the read that started the flight: %v", err)
+	// The first flight fails this long after the joining read started, so
+	// a fresh flight timed from that failure would end past its deadline.
+	time.Sleep(50 * time.Millisecond)
+	close(hold)
+	if err := <-first; !errors.Is(err, errServer) {
+		t.Fatalf("the read that started the flight: %v; want its failure", err)
 	}
 	if err := <-joined; !errors.Is(err, ErrReadTimeout) {
 		t.Fatalf("the read that joined: %v", err)
