@@ -65,7 +65,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/user"
-	"sync"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -92,17 +91,13 @@ type Store interface {
 	store.KeyLister
 }
 
-// Gate is the gate of one alias in one store. It holds no state of its
-// own but the records it read ahead (immutable, named by their digest, and
-// checked against it when used), so it is safe for concurrent use, and so
-// are gates of the same name opened in other processes: they agree through
-// the store.
+// Gate is the gate of one alias in one store. It holds no state of its own
+// (what it learns of a history is kept per process, see chain), so it is
+// safe for concurrent use, and so are gates of the same name opened in
+// other processes: they agree through the store.
 type Gate struct {
 	st   Store
 	name string
-
-	mu  sync.Mutex
-	pre map[verify.Digest][]byte // records prefetch read ahead of get (see prefetch)
 }
 
 // HeadKey is the store key of gate name's current record.
@@ -129,7 +124,7 @@ func Open(st store.Blobs, name string) (*Gate, error) {
 	if !ok {
 		return nil, fmt.Errorf("gate %s: the store %v cannot list keys, which the gate needs to check its history", name, describe(st))
 	}
-	return &Gate{st: s, name: name, pre: map[verify.Digest][]byte{}}, nil
+	return &Gate{st: s, name: name}, nil
 }
 
 func describe(st store.Blobs) string {

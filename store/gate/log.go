@@ -1,14 +1,12 @@
 package gate
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
@@ -68,7 +66,9 @@ func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error)
 	if err != nil {
 		return nil, fmt.Errorf("gate %s: list %s: %w", g.name, prefix, err)
 	}
-	if err := g.prefetch(ctx, keys); err != nil {
+	listed := g.recordDigests(keys)
+	pre, err := g.prefetch(ctx, listed)
+	if err != nil {
 		return nil, err
 	}
 	s := &state{}
@@ -80,18 +80,34 @@ func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error)
 	if err != nil {
 		return s, err
 	}
-	if s.hist, err = g.chain(ctx, s.head, s.digest, !full); err != nil {
+	if s.hist, err = g.chain(ctx, pre, s.head, s.digest, !full); err != nil {
 		return nil, err
 	}
-	if err := g.newest(ctx, s.head, keys); err != nil {
+	if err := g.newest(ctx, pre, s.head, listed); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(keys, RecordKey(g.name, s.digest)) { // else newest read and checked it
+	if !slices.Contains(listed, s.digest) { // else newest read and checked it
 		if err := g.own(ctx, s.head, s.digest, mustHeal); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// recordDigests returns the digests of the records under keys (listed
+// under records/), skipping a key that names none.
+func (g *Gate) recordDigests(keys []string) []verify.Digest {
+	var ds []verify.Digest
+	for _, k := range keys {
+		hex, ok := strings.CutPrefix(k, recordsPrefix(g.name)+"sha256/")
+		if !ok {
+			continue // not a record pinfs reads
+		}
+		if d, err := verify.ParseDigest("sha256:" + hex); err == nil && d.Hex() == hex {
+			ds = append(ds, d)
+		}
+	}
+	return ds
 }
 
 // recordsPrefix is where gate name's records are stored.
@@ -101,7 +117,7 @@ func recordsPrefix(name string) string { return "gates/" + name + "/records/" }
 // stores them there if it holds nothing (see current for mustHeal). The
 // head must have checked out: a head that did not is never stored.
 func (g *Gate) own(ctx context.Context, head *Record, d verify.Digest, mustHeal bool) error {
-	_, err := g.record(ctx, d, head.Generation)
+	_, err := g.record(ctx, nil, d, head.Generation)
 	if !errors.Is(err, errGap) {
 		return err
 	}
@@ -115,24 +131,17 @@ func (g *Gate) own(ctx context.Context, head *Record, d verify.Digest, mustHeal 
 	return nil
 }
 
-// newest checks that no record under keys (from records/, listed before
-// head was read) has a greater generation than head. A record's generation
-// is read once per process (its bytes are named by their digest).
-func (g *Gate) newest(ctx context.Context, head *Record, keys []string) error {
+// newest checks that no record of listed (the digests under records/,
+// listed before head was read) has a greater generation than head. A
+// record's generation is read once per process (its bytes are named by
+// their digest); pre holds the records prefetch read.
+func (g *Gate) newest(ctx context.Context, pre map[verify.Digest][]byte, head *Record, listed []verify.Digest) error {
 	var top int64
-	var topKey string
-	for _, k := range keys {
-		hex, ok := strings.CutPrefix(k, recordsPrefix(g.name)+"sha256/")
-		if !ok {
-			continue // not a record pinfs reads
-		}
-		d, err := verify.ParseDigest("sha256:" + hex)
-		if err != nil || d.Hex() != hex {
-			continue
-		}
+	var topDigest verify.Digest
+	for _, d := range listed {
 		gen, ok := generations.gen(g.name, d)
 		if !ok {
-			data, err := g.get(ctx, d)
+			data, err := g.get(ctx, pre, d)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // gone since the listing
 			}
@@ -146,23 +155,24 @@ func (g *Gate) newest(ctx context.Context, head *Record, keys []string) error {
 			gen = r.Generation
 		}
 		if gen > top {
-			top, topKey = gen, k
+			top, topDigest = gen, d
 		}
 	}
 	if top > head.Generation {
 		return fmt.Errorf("gate %s: head is at generation %d but records/ holds generation %d (%s): the head was rolled back",
-			g.name, head.Generation, top, topKey)
+			g.name, head.Generation, top, RecordKey(g.name, topDigest))
 	}
 	return nil
 }
 
 // chain returns head, whose bytes have digest d, and every record its Prev
-// chain reaches, newest first, checking every link (see Log). A record
+// chain reaches, newest first, checking every link (see Log); pre holds
+// the records prefetch read. A record
 // whose chain was checked is remembered for the rest of the process (it
 // names its predecessor by digest, so the history it ends cannot change);
 // with useKnown a walk stops at one, and without it (Log) every link is
 // read and checked again.
-func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnown bool) ([]*Record, error) {
+func (g *Gate) chain(ctx context.Context, pre map[verify.Digest][]byte, head *Record, d verify.Digest, useKnown bool) ([]*Record, error) {
 	out := []*Record{head}
 	if useKnown && checked.has(g.name, d) {
 		return out, nil
@@ -171,7 +181,7 @@ func (g *Gate) chain(ctx context.Context, head *Record, d verify.Digest, useKnow
 		if useKnown && checked.has(g.name, cur.Prev) {
 			break
 		}
-		prev, err := g.record(ctx, cur.Prev, cur.Generation-1)
+		prev, err := g.record(ctx, pre, cur.Prev, cur.Generation-1)
 		if err != nil {
 			return nil, err
 		}
@@ -231,9 +241,9 @@ func (c *checkedSet) add(name string, d verify.Digest, gen int64) {
 var errGap = errors.New("a gap")
 
 // record reads and checks the record with digest d, which the history
-// says is generation gen.
-func (g *Gate) record(ctx context.Context, d verify.Digest, gen int64) (*Record, error) {
-	data, err := g.get(ctx, d)
+// says is generation gen (see get for pre).
+func (g *Gate) record(ctx context.Context, pre map[verify.Digest][]byte, d verify.Digest, gen int64) (*Record, error) {
+	data, err := g.get(ctx, pre, d)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("gate %s: broken history: generation %d (%s) is missing from records/ (%w)", g.name, gen, d, errGap)
 	}
@@ -247,87 +257,64 @@ func (g *Gate) record(ctx context.Context, d verify.Digest, gen int64) (*Record,
 	return r, nil
 }
 
-// get reads the bytes stored under records/ for digest d: those prefetch
-// read, once, or else from the store.
-func (g *Gate) get(ctx context.Context, d verify.Digest) ([]byte, error) {
+// get reads the bytes stored under records/ for digest d: those in pre
+// (read by prefetch), or else from the store.
+func (g *Gate) get(ctx context.Context, pre map[verify.Digest][]byte, d verify.Digest) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	data, ok := g.pre[d]
-	delete(g.pre, d)
-	g.mu.Unlock()
-	if ok {
+	if data, ok := pre[d]; ok {
 		return data, nil
 	}
 	return g.st.Get(ctx, RecordKey(g.name, d))
 }
 
 // prefetchJobs is how many records prefetch reads at a time, maxPrefetch
-// the most it reads in one call and maxPrefetchBytes the most it keeps (a
-// record is about 1 KiB; what is not kept is read again as needed).
+// the most it reads in one call and maxPrefetchBytes the most it holds (a
+// record is about 1 KiB).
 const (
 	prefetchJobs     = 16
 	maxPrefetch      = 4096
 	maxPrefetchBytes = 64 << 20
 )
 
-// prefetch reads, prefetchJobs at a time, the records under keys whose
-// generation this process does not know yet, so that the chain walk and
-// newest, which need each of them, do not wait for one GET per generation
-// in turn (a gate of a year of daily changes is 365 round trips to S3).
-// The bytes are kept for get, which still checks them against their
-// digest; a record gone since the listing is left to the walk.
-func (g *Gate) prefetch(ctx context.Context, keys []string) error {
+// prefetch reads, prefetchJobs at a time (store.GetAll), the records of
+// listed whose generation this process does not know yet, so that the
+// chain walk and newest, which need each of them, do not wait for one GET
+// per generation in turn (a gate of a year of daily changes is 365 round
+// trips to S3). It returns their bytes by digest, for get, which the walk
+// still checks against their digest; a record gone since the listing is
+// left to the walk, and so is every record when together they hold more
+// than maxPrefetchBytes.
+func (g *Gate) prefetch(ctx context.Context, listed []verify.Digest) (map[verify.Digest][]byte, error) {
 	var todo []verify.Digest
-	for _, k := range keys {
-		hex, ok := strings.CutPrefix(k, recordsPrefix(g.name)+"sha256/")
-		if !ok {
+	var keys []string
+	for _, d := range listed {
+		if generations.has(g.name, d) {
 			continue
 		}
-		d, err := verify.ParseDigest("sha256:" + hex)
-		if err != nil || d.Hex() != hex || generations.has(g.name, d) {
-			continue
-		}
-		if todo = append(todo, d); len(todo) == maxPrefetch {
+		todo, keys = append(todo, d), append(keys, RecordKey(g.name, d))
+		if len(todo) == maxPrefetch {
 			break
 		}
 	}
 	if len(todo) < 2 {
-		return nil
+		return nil, nil
 	}
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		held  atomic.Int64
-		errMu sync.Mutex
-		first error
-	)
-	for range min(prefetchJobs, len(todo)) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(todo) && ctx.Err() == nil; i = int(next.Add(1)) - 1 {
-				data, err := g.st.Get(ctx, RecordKey(g.name, todo[i]))
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-				case err != nil:
-					errMu.Lock()
-					first = cmp.Or(first, fmt.Errorf("gate %s: %w", g.name, err))
-					errMu.Unlock()
-					return
-				case held.Add(int64(len(data))) > maxPrefetchBytes:
-				default:
-					g.mu.Lock()
-					g.pre[todo[i]] = data
-					g.mu.Unlock()
-				}
-			}
-		})
+	all, err := store.GetAll(ctx, g.st, keys, prefetchJobs, maxPrefetchBytes, "records")
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, nil // read one at a time as the walk needs them
 	}
-	wg.Wait()
-	if first != nil {
-		return first
+	if err != nil {
+		return nil, fmt.Errorf("gate %s: %w", g.name, err)
 	}
-	return ctx.Err()
+	pre := make(map[verify.Digest][]byte, len(todo))
+	for i, data := range all {
+		if data != nil {
+			pre[todo[i]] = data
+		}
+	}
+	return pre, nil
 }
 
 // parse checks that data, stored under records/ for digest d, hashes to d
