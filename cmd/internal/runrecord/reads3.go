@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -137,46 +135,9 @@ func getAll(ctx context.Context, b store.Blobs, keys []string) ([][]byte, error)
 
 // getAllAtMost is getAll with the bound on the objects' total size.
 func getAllAtMost(ctx context.Context, b store.Blobs, keys []string, total int64) ([][]byte, error) {
-	out := make([][]byte, len(keys))
-	var held atomic.Int64
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		mu    sync.Mutex
-		first error
-	)
-	for range min(getJobs, len(keys)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(keys) || ctx.Err() != nil {
-					return
-				}
-				data, err := store.GetAtMost(ctx, b, keys[i], store.MaxRecord)
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				}
-				if err == nil && held.Add(int64(len(data))) > total {
-					err = store.TooLarge(fmt.Sprintf("%d event objects together", len(keys)), total)
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = fmt.Errorf("runrecord: get %s: %w", keys[i], err)
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				out[i] = data
-			}
-		})
+	objs, err := store.GetAll(ctx, b, keys, getJobs, total, "event objects")
+	if err != nil {
+		return nil, fmt.Errorf("runrecord: %w", err)
 	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return out, ctx.Err()
+	return objs, nil
 }
