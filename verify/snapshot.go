@@ -176,7 +176,7 @@ func getTable(ctx context.Context, g Getter, m *Manifest) (*Checked, int, error)
 	td, _ := m.Members.Digest()
 	tb, err := store.GetAtMost(ctx, g, MembersKey(td), store.TableLimit(m.Members.Count))
 	if errors.Is(err, store.ErrTooLarge) {
-		return nil, 0, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(MembersKey(td), store.TableLimit(m.Members.Count), m.Members.Count))
+		return nil, 0, tableTooLarge(m, MembersKey(td))
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)

@@ -89,17 +89,18 @@ func openTable(ctx context.Context, o Opener, m *Manifest) (*Checked, error) {
 	defer rc.Close()
 	limit := store.TableLimit(m.Members.Count)
 	if size > limit {
-		return nil, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(key, limit, m.Members.Count))
+		return nil, tableTooLarge(m, key)
 	}
 	c, err := checkTableFrom(m, store.LimitReader(rc, limit, key), size)
 	if errors.Is(err, store.ErrTooLarge) {
-		return nil, fmt.Errorf("member table of %s: %w", m.SnapshotID, tableTooLarge(key, limit, m.Members.Count))
+		return nil, tableTooLarge(m, key)
 	}
 	return c, err
 }
 
-// tableTooLarge is the error for a member table, at key, larger than the
-// limit for the count of members its manifest says.
-func tableTooLarge(key string, limit, count int64) error {
-	return fmt.Errorf("%w (for the %d members the manifest counts)", store.TooLarge(key, limit), count)
+// tableTooLarge is the error for m's member table, at key, holding more
+// than store.TableLimit allows for the count of members m says.
+func tableTooLarge(m *Manifest, key string) error {
+	return fmt.Errorf("member table of %s: %w (for the %d members the manifest counts)",
+		m.SnapshotID, store.TooLarge(key, store.TableLimit(m.Members.Count)), m.Members.Count)
 }
