@@ -243,7 +243,7 @@ func holds(ctx context.Context, p string, want b3.Sum, size int64) error {
 	}
 	defer f.Close()
 	if fi.Size() != size {
-		return fmt.Errorf("%s: not a regular file of %d bytes: %w", p, size, b3.ErrMismatch)
+		return fmt.Errorf("%s holds %d bytes, not %d: %w", p, fi.Size(), size, b3.ErrMismatch)
 	}
 	return b3.Check(ctxReader{ctx, f}, want)
 }
