@@ -239,20 +239,20 @@ func check(m *Member, off int64) error {
 }
 
 // pending is a block that is either at hand (a memory hit) or loading,
-// or whose read failed a moment ago (remembered: c has ended with that
-// failure), or that has events owed (Reader.settle), which must be
-// recorded before it is read.
+// or whose read failed a moment ago (err, the failure remembered), or
+// that has events owed (Reader.settle), which must be recorded before it
+// is read.
 type pending struct {
-	b          []byte
-	c          *lru.Call[[]byte]
-	remembered bool
-	owed       bool
+	b    []byte
+	c    *lru.Call[[]byte]
+	err  error
+	owed bool
 }
 
 // pend returns that block i of m has events owed, or else the block from
-// the memory tier, or else its call: one that has failed already if a read
-// of i failed for a reason that may pass less than failWindow ago
-// (Reader.fails), or else a run's; a miss of a sequential reader starts a
+// the memory tier, or else the failure of a read of i that failed for a
+// reason that may pass less than failWindow ago (Reader.fails), or else
+// its call, a run's; a miss of a sequential reader starts a
 // run over i's group of blocks. The run ends ReadTimeout after start.
 func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	if r.owed.has(key(m, i)) {
@@ -262,7 +262,7 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 		return pending{b: b}
 	}
 	if err := r.fails.recent(key(m, i)); err != nil {
-		return pending{c: lru.Finished[[]byte](nil, err), remembered: true}
+		return pending{err: err}
 	}
 	lo, hi := i, i
 	seq := r.sequential(m)
@@ -292,12 +292,15 @@ func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start 
 		}
 		pd = r.pend(m, i, start)
 	}
-	if pd.c == nil {
+	switch {
+	case pd.err != nil:
+		return nil, pd.err
+	case pd.c == nil:
 		return pd.b, nil
 	}
 	b, err := pd.c.Wait(ctx)
-	if err == nil || pd.remembered {
-		return b, err
+	if err == nil {
+		return b, nil
 	}
 	if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
 		r.st.freshFlights.Add(1)
