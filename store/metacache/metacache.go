@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -114,17 +115,24 @@ func (c *Cache) Outboard(ctx context.Context, d b3.Sum, size int64, fresh bool) 
 		return binary.LittleEndian.AppendUint64(nil, uint64(size)), nil
 	}
 	key := verify.OutboardKey(d.Hex())
+	want := b3.OutboardSize(size)
 	if !fresh {
-		if b, err := c.local(key, int64(b3.OutboardSize(size))); err == nil && len(b) == b3.OutboardSize(size) {
+		if b, err := c.local(key, int64(want)); err == nil && len(b) == want {
 			return b, nil
 		}
 	}
-	b, err := c.fetch(ctx, key, int64(b3.OutboardSize(size)))
+	// An outboard longer than want is refused as it is read, shorter ones
+	// below: either is the wrong size, b3.ErrMismatch (final for the block
+	// reader), not a read to try again.
+	b, err := c.fetch(ctx, key, int64(want))
+	if errors.Is(err, store.ErrTooLarge) {
+		return nil, fmt.Errorf("outboard of %s: more than %d bytes: %w (%w)", d, want, b3.ErrMismatch, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if len(b) != b3.OutboardSize(size) {
-		return nil, fmt.Errorf("outboard of %s: %d bytes, want %d: %w", d, len(b), b3.OutboardSize(size), b3.ErrMismatch)
+	if len(b) != want {
+		return nil, fmt.Errorf("outboard of %s: %d bytes, want %d: %w", d, len(b), want, b3.ErrMismatch)
 	}
 	return b, nil
 }

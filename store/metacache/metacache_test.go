@@ -128,6 +128,25 @@ func TestOutboard(t *testing.T) {
 	}
 }
 
+// An outboard of the wrong size in the store, longer as well as shorter,
+// is a mismatch (which the block reader does not retry), not a read that
+// may pass.
+func TestOutboardOfTheWrongSizeIsAMismatch(t *testing.T) {
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("x"), 3*b3.GroupSize+5)
+	sum, ob, err := b3.Encode(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := verify.OutboardKey(sum.Hex())
+	for name, stored := range map[string][]byte{"longer": append(bytes.Clone(ob), 0), "shorter": ob[:len(ob)-1]} {
+		c := New(t.TempDir(), &remote{blobs: map[string][]byte{key: stored}})
+		if _, err := c.Outboard(ctx, sum, int64(len(data)), false); !errors.Is(err, b3.ErrMismatch) {
+			t.Errorf("%s outboard: %v; want an error wrapping b3.ErrMismatch", name, err)
+		}
+	}
+}
+
 func TestManifestsAreCheckedByTheDigestRule(t *testing.T) {
 	ctx := context.Background()
 	m := &verify.Manifest{Purpose: "p", Members: verify.MembersRef{URI: verify.MembersURI(verify.SHA256(nil))}}
