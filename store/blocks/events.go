@@ -123,7 +123,7 @@ func (o *owed) add(ev Event) {
 	if o.n.Load() >= maxOwed {
 		return
 	}
-	k := cache.Key{Digest: ev.Member.Digest, Index: ev.Off / BlockSize}
+	k := key(ev.Member, ev.Off/BlockSize)
 	if o.m == nil {
 		o.m = make(map[cache.Key][]Event)
 	}
