@@ -21,6 +21,6 @@
 // distinct keys, never envelopes, so one key signing twice is one approval.
 // An envelope counts for a key only when its signature verifies under that
 // key, its statement names the manifest being checked, its role is allowed,
-// and its report passes the caller's check. Only LoadPolicy and ParsePolicy
-// make a Policy, and only Open and Policy.Check make a Signature.
+// and its report passes the caller's check. Only LoadPolicy and
+// ParseKeptPolicy make a Policy, and only Open and Policy.Check make a Signature.
 package sign

@@ -22,7 +22,7 @@ var ErrNotApproved = errors.New("not approved under the trust policy")
 
 // Policy is a trust policy: which public keys may approve, how many distinct
 // ones must, and (optionally) in which roles. Only LoadPolicy and
-// ParsePolicy make one, and only from a policy that passed every check.
+// ParseKeptPolicy make one, and only from a policy that passed every check.
 // A Policy is immutable and safe for concurrent use.
 type Policy struct {
 	keys      map[string]ed25519.PublicKey // by KeyID
@@ -61,27 +61,12 @@ func LoadPolicy(path string) (*Policy, error) {
 	return p, nil
 }
 
-// ParsePolicy parses a trust policy:
-//
-//	{"approvers": ["alice.pub", "-----BEGIN PUBLIC KEY-----\n…"], "threshold": 1, "roles": ["approver"]}
-//
-// Key files are read relative to dir. It refuses unknown fields, a missing
-// or out-of-range threshold (it must be 1..number of approvers), an
-// approver that is not an ed25519 public key or cannot be read, and the same
-// key listed twice (so that the threshold always counts distinct keys).
-func ParsePolicy(data []byte, dir string) (*Policy, error) {
-	p, err := parsePolicy(data, dir, true)
-	if err != nil {
-		return nil, fmt.Errorf("trust policy: %w", err)
-	}
-	return p, nil
-}
-
 // ParseKeptPolicy parses a trust policy kept in a store (what Canonical
-// writes): as ParsePolicy, but every approver must be inline PEM. An entry
-// that names a key file is refused and no file is opened, since bytes read
-// back from a store must not make pinfs read local files (a key of the
-// caller's, or a FIFO that never answers).
+// writes): as LoadPolicy parses a file (see parsePolicy), but every
+// approver must be inline PEM. An entry that names a key file is refused
+// and no file is opened, since bytes read back from a store must not make
+// pinfs read local files (a key of the caller's, or a FIFO that never
+// answers).
 func ParseKeptPolicy(data []byte) (*Policy, error) {
 	p, err := parsePolicy(data, "", false)
 	if err != nil {
@@ -90,8 +75,15 @@ func ParseKeptPolicy(data []byte) (*Policy, error) {
 	return p, nil
 }
 
-// parsePolicy parses a policy; key files named in it are read relative to
-// dir when files is set, and refused otherwise.
+// parsePolicy parses a trust policy:
+//
+//	{"approvers": ["alice.pub", "-----BEGIN PUBLIC KEY-----\n…"], "threshold": 1, "roles": ["approver"]}
+//
+// Key files named in it are read relative to dir when files is set, and
+// refused otherwise. It refuses unknown fields, a missing or out-of-range
+// threshold (it must be 1..number of approvers), an approver that is not
+// an ed25519 public key or cannot be read, and the same key listed twice
+// (so that the threshold always counts distinct keys).
 func parsePolicy(data []byte, dir string, files bool) (*Policy, error) {
 	var pf policyFile
 	if err := strictJSON(data, &pf); err != nil {

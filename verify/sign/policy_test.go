@@ -69,7 +69,7 @@ func TestPolicyFilesAndInlinePEM(t *testing.T) {
 	}
 
 	// The same keys listed the other way round, by absolute path: same digest.
-	same, err := ParsePolicy([]byte(`{"approvers":["`+filepath.Join(keys, "bob.pub")+`","alice.pub"],"threshold":2}`), keys)
+	same, err := parsePolicy([]byte(`{"approvers":["`+filepath.Join(keys, "bob.pub")+`","alice.pub"],"threshold":2}`), keys, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPolicyFilesAndInlinePEM(t *testing.T) {
 		`{"approvers":["alice.pub","bob.pub"],"threshold":2,"roles":["approver"]}`,
 		`{"approvers":["alice.pub"],"threshold":1}`,
 	} {
-		q, err := ParsePolicy([]byte(other), keys)
+		q, err := parsePolicy([]byte(other), keys, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestCanonicalPolicyParsesBackToTheSamePolicy(t *testing.T) {
 		approvers = append(approvers, filepath.Base(pub))
 	}
 	src, _ := json.Marshal(map[string]any{"approvers": approvers, "threshold": 2, "roles": []string{"approver"}})
-	p, err := ParsePolicy(src, dir)
+	p, err := parsePolicy(src, dir, true)
 	if err != nil {
 		t.Fatal(err)
 	}
