@@ -11,6 +11,34 @@ import (
 	"github.com/pinfs/pinfs/store/storetest"
 )
 
+// OpenRegular fails at once on a FIFO (which a plain open would block on
+// until a writer came), a symbolic link and a directory.
+func TestOpenRegularRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	storetest.MakeFIFO(t, fifo)
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("ok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{fifo: "FIFO", link: "symbolic link", dir: "directory"} {
+		err := storetest.Soon(t, "ReadRegular("+p+")", func() error { _, err := store.ReadRegular(p, 100); return err })
+		if !errors.Is(err, store.ErrNotRegular) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ReadRegular(%s): %v; want it refused as a %s", p, err, want)
+		}
+	}
+	if b, err := store.ReadRegular(file, 2); err != nil || string(b) != "ok" {
+		t.Fatalf("ReadRegular of a file: %q, %v", b, err)
+	}
+	if _, err := store.ReadRegular(file, 1); !errors.Is(err, store.ErrTooLarge) || !strings.Contains(err.Error(), file) {
+		t.Fatalf("ReadRegular of 2 bytes, at most 1: %v; want it refused naming the file", err)
+	}
+}
+
 // TestReadUserFile: a file the user names is read through a symbolic link
 // (OpenRegular would refuse it), but what the path leads to must be a
 // regular file of at most the limit: a FIFO, even behind a link, and a

@@ -5,12 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // failReader fails the test if it is read.
@@ -88,41 +84,5 @@ func TestGetAtMostWithoutTheMethod(t *testing.T) {
 	}
 	if b, err := GetAtMost(t.Context(), getter("1234"), "k", 4); err != nil || string(b) != "1234" {
 		t.Fatalf("4 bytes, at most 4: %q, %v", b, err)
-	}
-}
-
-// OpenRegular fails at once on a FIFO (which a plain open would block on
-// until a writer came), a symbolic link and a directory.
-func TestOpenRegularRefusesWhatIsNotAFile(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(dir, "file")
-	if err := os.WriteFile(file, []byte("ok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(file, link); err != nil {
-		t.Fatal(err)
-	}
-	for p, want := range map[string]string{fifo: "FIFO", link: "symbolic link", dir: "directory"} {
-		done := make(chan error, 1)
-		go func() { _, err := ReadRegular(p, 100); done <- err }()
-		select {
-		case err := <-done:
-			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), want) {
-				t.Errorf("ReadRegular(%s): %v; want it refused as a %s", p, err, want)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("ReadRegular(%s) blocked for 10 s", p)
-		}
-	}
-	if b, err := ReadRegular(file, 2); err != nil || string(b) != "ok" {
-		t.Fatalf("ReadRegular of a file: %q, %v", b, err)
-	}
-	if _, err := ReadRegular(file, 1); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), file) {
-		t.Fatalf("ReadRegular of 2 bytes, at most 1: %v; want it refused naming the file", err)
 	}
 }
