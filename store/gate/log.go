@@ -67,7 +67,7 @@ func (g *Gate) current(ctx context.Context, full, mustHeal bool) (*state, error)
 		return nil, fmt.Errorf("gate %s: list %s: %w", g.name, prefix, err)
 	}
 	listed := g.recordDigests(keys)
-	pre, err := g.prefetch(ctx, listed)
+	pre, err := g.prefetch(ctx, listed, full)
 	if err != nil {
 		return nil, err
 	}
@@ -279,18 +279,19 @@ const (
 )
 
 // prefetch reads, prefetchJobs at a time (store.GetAll), the records of
-// listed whose generation this process does not know yet, so that the
+// listed whose generation this process does not know yet (with all,
+// every one: a full walk, Log's, reads every link again), so that the
 // chain walk and newest, which need each of them, do not wait for one GET
 // per generation in turn (a gate of a year of daily changes is 365 round
 // trips to S3). It returns their bytes by digest, for get, which the walk
 // still checks against their digest; a record gone since the listing is
 // left to the walk, and so is every record when together they hold more
 // than maxPrefetchBytes.
-func (g *Gate) prefetch(ctx context.Context, listed []verify.Digest) (map[verify.Digest][]byte, error) {
+func (g *Gate) prefetch(ctx context.Context, listed []verify.Digest, all bool) (map[verify.Digest][]byte, error) {
 	var todo []verify.Digest
 	var keys []string
 	for _, d := range listed {
-		if generations.has(g.name, d) {
+		if !all && generations.has(g.name, d) {
 			continue
 		}
 		todo, keys = append(todo, d), append(keys, RecordKey(g.name, d))
@@ -301,7 +302,7 @@ func (g *Gate) prefetch(ctx context.Context, listed []verify.Digest) (map[verify
 	if len(todo) < 2 {
 		return nil, nil
 	}
-	all, err := store.GetAll(ctx, g.st, keys, prefetchJobs, maxPrefetchBytes, "records")
+	got, err := store.GetAll(ctx, g.st, keys, prefetchJobs, maxPrefetchBytes, "records")
 	if errors.Is(err, store.ErrTooLarge) {
 		return nil, nil // read one at a time as the walk needs them
 	}
@@ -309,7 +310,7 @@ func (g *Gate) prefetch(ctx context.Context, listed []verify.Digest) (map[verify
 		return nil, fmt.Errorf("gate %s: %w", g.name, err)
 	}
 	pre := make(map[verify.Digest][]byte, len(todo))
-	for i, data := range all {
+	for i, data := range got {
 		if data != nil {
 			pre[todo[i]] = data
 		}

@@ -55,3 +55,35 @@ func TestHeadReadsHistoryInParallel(t *testing.T) {
 		t.Errorf("at most %d record GETs in flight at once: the history was read one generation at a time", most)
 	}
 }
+
+// TestLogAfterHeadReadsHistoryInParallel: Log reads every link again, so
+// it reads the records several at a time even in a process that has
+// checked the chain already (alias rollback: Update, then Log).
+func TestLogAfterHeadReadsHistoryInParallel(t *testing.T) {
+	st, _ := newLocal(t)
+	g := openGate(t, st, "prod")
+	const gens = 40
+	for i := range gens {
+		mustUpdate(t, g, set(snap(fmt.Sprint(i))))
+	}
+	slow := &slowGets{Store: st}
+	sg := openGate(t, slow, "prod")
+	if _, err := sg.Head(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	slow.gets.Store(0)
+	slow.most.Store(0)
+	hist, err := sg.Log(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != gens {
+		t.Fatalf("Log holds %d records, want %d", len(hist), gens)
+	}
+	if got := slow.gets.Load(); got != gens {
+		t.Errorf("Log read %d records, want each of the %d once", got, gens)
+	}
+	if most := slow.most.Load(); most < 2 {
+		t.Errorf("at most %d record GETs in flight at once: Log read the history one generation at a time", most)
+	}
+}
