@@ -167,16 +167,16 @@ func (g *Gate) newest(ctx context.Context, pre map[verify.Digest][]byte, head *R
 
 // chain returns head, whose bytes have digest d, and every record its Prev
 // chain reaches, newest first, checking every link (see Log); pre holds
-// the records prefetch read. A record
-// whose chain was checked is remembered for the rest of the process (it
-// names its predecessor by digest, so the history it ends cannot change);
-// with useKnown a walk stops at one, and without it (Log) every link is
-// read and checked again.
+// the records prefetch read. A record whose chain was checked is
+// remembered for the rest of the process (it names its predecessor by
+// digest, so the history it ends cannot change); with useKnown a walk
+// stops at one, and without it (Log) every link is read and checked again.
 func (g *Gate) chain(ctx context.Context, pre map[verify.Digest][]byte, head *Record, d verify.Digest, useKnown bool) ([]*Record, error) {
 	out := []*Record{head}
 	if useKnown && checked.has(g.name, d) {
 		return out, nil
 	}
+	digests := []verify.Digest{d} // of out's records, which the walk knows
 	for cur := head; cur.Prev != ""; {
 		if useKnown && checked.has(g.name, cur.Prev) {
 			break
@@ -188,11 +188,11 @@ func (g *Gate) chain(ctx context.Context, pre map[verify.Digest][]byte, head *Re
 		if err := checkSuccessor(prev, cur.Prev, cur); err != nil {
 			return nil, fmt.Errorf("gate %s: broken history: %w", g.name, err)
 		}
-		out = append(out, prev)
+		out, digests = append(out, prev), append(digests, cur.Prev)
 		cur = prev
 	}
-	for _, r := range out {
-		checked.add(g.name, r.RecordDigest(), r.Generation)
+	for i, r := range out {
+		checked.add(g.name, digests[i], r.Generation)
 	}
 	return out, nil
 }
