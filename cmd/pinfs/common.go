@@ -71,7 +71,7 @@ func loadPolicy(path string) (*sign.Policy, error) {
 }
 
 // approval is the outcome of checking a snapshot's approvals under a
-// policy (pinfs verify --policy, pinfs mount --policy).
+// policy (pinfs verify --policy).
 type approval struct {
 	Policy    verify.Digest `json:"policy"`
 	Approved  bool          `json:"approved"`

@@ -13,9 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/cmd/internal/mount"
-	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 )
 
 var mountCmd = &command{
@@ -110,30 +108,17 @@ store, so it needs the store reachable.`,
 				return background(out, *cacheDir, mnt)
 			}
 			st, err := openStore(ctx, *storeURL)
-			var permit *admission.Permitted
-			switch {
-			case err != nil:
-			case *requirePermit: // checks the approval under p too
-				o := runrecord.Options{URL: *record, RunID: *runID, SpoolDir: mount.SpoolDir(*cacheDir)}
-				permit, err = admission.CheckPermit(ctx, st, o, d, p)
-			case p != nil:
-				if a := checkApproval(ctx, st, d, p); !a.Approved {
-					err = fmt.Errorf("%s: %s", d, a.Reason)
-				}
-			}
 			if err != nil {
 				mount.Notify("", err)
 				return err
 			}
-			log := logFrom(ctx)
-			err = mount.Run(ctx, mount.Config{
+			return mount.Run(ctx, mount.Config{
 				Digest: d, Mountpoint: mnt, Store: st, CacheDir: *cacheDir,
 				CacheMem: int64(cacheMem), CacheDisk: int64(cacheDisk),
-				RunRecord: *record, RunID: *runID, Permit: permit, AllowOther: *allowOther,
-				UID: *uid, GID: *gid, Debug: *debug, Log: log, Out: out, MetricsAddr: *metricsAddr,
+				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, Policy: p, AllowOther: *allowOther,
+				UID: *uid, GID: *gid, Debug: *debug, Log: logFrom(ctx), Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
 			})
-			return err
 		}
 	},
 }

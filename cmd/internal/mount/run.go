@@ -28,6 +28,7 @@ import (
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/sign"
 )
 
 // Config is one mount.
@@ -50,12 +51,16 @@ type Config struct {
 	// the Go profiler at /debug/pprof/ (keep it on loopback).
 	MetricsAddr string
 
-	// Permit, when set, is the permit run RunID must hold for Digest,
-	// checked against the store (admission.CheckPermit): the mount is
-	// refused, before anything is mounted or written to the run record,
-	// unless the run's binding holds exactly that permit
-	// (runrecord.Options.RequirePermit and Permit).
-	Permit *admission.Permitted
+	// RequirePermit refuses the mount, before anything is mounted or
+	// written to the run record, unless run RunID holds a permit for
+	// exactly Digest that checks out against the store
+	// (admission.CheckPermit, under Policy when set); the record is then
+	// opened to hold exactly that permit (runrecord.Options.Permit).
+	RequirePermit bool
+
+	// Policy, when set, refuses the mount the same way unless Digest is
+	// approved under it (admission.Approved).
+	Policy *sign.Policy
 
 	// FlushInterval is how often what was read since the last time is
 	// written to the run record as a consumed delta (default a minute):
@@ -76,7 +81,10 @@ type Config struct {
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
 // (SIGTERM, SIGINT) or the mount is unmounted from outside. It reports
-// readiness or failure to a waiting parent (Notify).
+// readiness or failure to a waiting parent (Notify). With c.RequirePermit
+// or c.Policy it checks the run's permit or the snapshot's approvals
+// against the store first, before it touches the mountpoint, the cache
+// or the run record.
 func Run(ctx context.Context, c Config) (err error) {
 	runID := ""
 	defer func() { Notify(runID, err) }()
@@ -93,6 +101,10 @@ func Run(ctx context.Context, c Config) (err error) {
 			log.Error("mount failed", "err", store.Detail(err))
 		}
 	}()
+	permit, err := c.admitted(ctx)
+	if err != nil {
+		return err
+	}
 	if cleaned, err := CleanStale(c.Mountpoint); err != nil {
 		return err
 	} else if cleaned {
@@ -104,8 +116,8 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
-		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: SpoolDir(c.CacheDir),
-		RequirePermit: c.Permit != nil, Permit: c.permit(), Store: c.Store.String(), FlushInterval: c.flushInterval(),
+		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: spoolDir(c.CacheDir),
+		RequirePermit: c.RequirePermit, Permit: permit, Store: c.Store.String(), FlushInterval: c.flushInterval(),
 	})
 	if err != nil {
 		return err
@@ -180,17 +192,32 @@ func Run(ctx context.Context, c Config) (err error) {
 	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
 }
 
-// SpoolDir is where a mount with cache directory cacheDir spools run
+// spoolDir is where a mount with cache directory cacheDir spools run
 // record events and keeps its bindings.
-func SpoolDir(cacheDir string) string { return filepath.Join(cacheDir, "spool") }
+func spoolDir(cacheDir string) string { return filepath.Join(cacheDir, "spool") }
 
-// permit returns the permit the run must hold, nil for any.
-func (c *Config) permit() *runrecord.Permit {
-	if c.Permit == nil {
-		return nil
+// admitted makes the checks of c.RequirePermit and c.Policy, which come
+// before anything is mounted or written. With RequirePermit it returns
+// the run's permit once it checked out against the store
+// (admission.CheckPermit, which checks the approvals under Policy too),
+// for the run record to be opened with; else, with Policy, it checks
+// Digest's approvals and returns nil.
+func (c *Config) admitted(ctx context.Context) (*runrecord.Permit, error) {
+	switch {
+	case c.RequirePermit:
+		o := runrecord.Options{URL: c.RunRecord, RunID: c.RunID, SpoolDir: spoolDir(c.CacheDir)}
+		v, err := admission.CheckPermit(ctx, c.Store, o, c.Digest, c.Policy)
+		if err != nil {
+			return nil, err
+		}
+		p := v.Permit()
+		return &p, nil
+	case c.Policy != nil:
+		if _, err := admission.Approved(ctx, c.Store, c.Digest, c.Policy); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Digest, err)
+		}
 	}
-	p := c.Permit.Permit()
-	return &p
+	return nil, nil
 }
 
 // totals returns the run_end totals of a run whose block reader counted st
@@ -259,7 +286,7 @@ func emitConsumed(ctx context.Context, rec *runrecord.Record, t *consumed.Tracke
 // Failing to read it costs only bigger deltas: the run's consumed set is
 // the union of its deltas, so nothing is lost, and the mount goes on.
 func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table, tr *consumed.Tracker) {
-	src := runrecord.Source{URL: c.RunRecord, SpoolDir: SpoolDir(c.CacheDir)}
+	src := runrecord.Source{URL: c.RunRecord, SpoolDir: spoolDir(c.CacheDir)}
 	evs, err := runrecord.ReadConsumed(ctx, src, rec.RunID())
 	var set *consumed.Set
 	if err == nil {
