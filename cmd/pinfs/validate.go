@@ -136,39 +136,40 @@ func (o *validationOpts) check() (err error) {
 }
 
 // inForce returns the fences of gate --alias (nil without one) and the
-// options of the validation: the policy in force is --policy, else the
-// one the gate keeps, else none (the store is the trust root). cmd names
-// the command in what it says on stderr.
+// options of the validation: the policy in force (admission.PolicyInForce)
+// is --policy, else the one the gate keeps, else none (the store is the
+// trust root). cmd names the command in what it says on stderr.
 func (o *validationOpts) inForce(ctx context.Context, st store.Store, cmd string) (*admission.Fences, admission.Options, error) {
-	opts := admission.Options{Deep: o.deep, Jobs: o.jobs, Policy: o.policy}
-	f, kept, err := gateFences(ctx, st, o.alias, cmd, os.Stderr)
-	if err == nil && opts.Policy == nil && kept != "" {
-		opts.Policy, err = admission.LoadPolicy(ctx, st, kept)
+	opts := admission.Options{Deep: o.deep, Jobs: o.jobs}
+	f, rec, err := gateFences(ctx, st, o.alias, cmd, os.Stderr)
+	if err != nil {
+		return nil, opts, err
 	}
+	opts.Policy, _, err = admission.PolicyInForce(ctx, st, o.policy, rec)
 	return f, opts, err
 }
 
-// gateFences reads the fences of gate name and the digest of the trust
-// policy it keeps (if any); nil and "" without a name, or when the gate
-// does not exist yet (said on w by pinfs cmd).
-func gateFences(ctx context.Context, st store.Store, name, cmd string, w io.Writer) (*admission.Fences, verify.Digest, error) {
+// gateFences reads the head record of gate name and its fences; nil
+// without a name, or when the gate does not exist yet (said on w by pinfs
+// cmd).
+func gateFences(ctx context.Context, st store.Store, name, cmd string, w io.Writer) (*admission.Fences, *gate.Record, error) {
 	if name == "" {
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	g, err := gate.Open(st, name)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	rec, err := g.Head(ctx)
 	if errors.Is(err, gate.ErrNoGate) {
 		fmt.Fprintf(w, "pinfs %s: gate %s does not exist yet: validating without fences\n", cmd, name)
-		return nil, "", nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	f, err := admission.LoadFences(ctx, st, rec)
-	return f, rec.Policy, err
+	return f, rec, err
 }
 
 // printValidation prints the summary of r, the report digest last.

@@ -133,13 +133,13 @@ func grantedAt(ctx context.Context, st store.Store, p runrecord.Permit) (*gate.R
 	return rec, nil
 }
 
-// permitPolicy returns the policy a held permit p is checked under: pol
-// when given; else, through gate record rec, the policy that record keeps,
-// which p must name. A permit by digest (rec nil) needs pol.
+// permitPolicy returns the policy a held permit p is checked under, the
+// one in force (PolicyInForce): pol when given; else, through gate record
+// rec, the policy that record keeps, which p must name. A permit by digest
+// (rec nil) needs pol.
 func permitPolicy(ctx context.Context, st store.Blobs, p runrecord.Permit, rec *gate.Record, pol *sign.Policy) (*sign.Policy, verify.Digest, error) {
 	switch {
 	case pol != nil:
-		return pol, pol.Digest(), nil
 	case rec == nil:
 		return nil, "", fmt.Errorf("it was admitted by digest: %w", ErrNoPolicy)
 	case rec.Policy == "":
@@ -147,6 +147,5 @@ func permitPolicy(ctx context.Context, st store.Blobs, p runrecord.Permit, rec *
 	case p.Policy != rec.Policy:
 		return nil, "", fmt.Errorf("it names trust policy %q, gate %s generation %d keeps %s: %w", p.Policy, rec.Name, rec.Generation, rec.Policy, ErrNoPolicy)
 	}
-	kept, err := LoadPolicy(ctx, st, p.Policy)
-	return kept, p.Policy, err
+	return PolicyInForce(ctx, st, pol, rec)
 }

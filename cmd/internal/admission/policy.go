@@ -55,17 +55,34 @@ func LoadPolicy(ctx context.Context, st store.Blobs, d verify.Digest) (*sign.Pol
 	return p, nil
 }
 
-// policyFor returns the policy a gate change checks approvals under and
-// its digest: p when given (it is then kept in the store and named by the
-// new gate record), else the one the gate keeps.
+// PolicyInForce returns the trust policy a check through gate record rec
+// (nil: through no gate) is made under, and its digest: given when set,
+// else the policy rec keeps (LoadPolicy), else nil and "": no policy is
+// in force, and a check that needs one fails with ErrNoPolicy.
+func PolicyInForce(ctx context.Context, st store.Blobs, given *sign.Policy, rec *gate.Record) (*sign.Policy, verify.Digest, error) {
+	switch {
+	case given != nil:
+		return given, given.Digest(), nil
+	case rec == nil || rec.Policy == "":
+		return nil, "", nil
+	}
+	p, err := LoadPolicy(ctx, st, rec.Policy)
+	return p, rec.Policy, err
+}
+
+// policyFor returns the policy a gate change or an admission checks
+// approvals under and its digest: the one in force (PolicyInForce), else
+// ErrNoPolicy. A given p is kept in the store first, so that the new gate
+// record can name it.
 func policyFor(ctx context.Context, st store.Blobs, p *sign.Policy, cur *gate.Record) (*sign.Policy, verify.Digest, error) {
 	if p != nil {
-		d, err := SavePolicy(ctx, st, p)
-		return p, d, err
+		if _, err := SavePolicy(ctx, st, p); err != nil {
+			return nil, "", err
+		}
 	}
-	if cur == nil || cur.Policy == "" {
-		return nil, "", ErrNoPolicy
+	p, d, err := PolicyInForce(ctx, st, p, cur)
+	if err == nil && p == nil {
+		err = ErrNoPolicy
 	}
-	p, err := LoadPolicy(ctx, st, cur.Policy)
-	return p, cur.Policy, err
+	return p, d, err
 }
