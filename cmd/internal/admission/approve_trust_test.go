@@ -51,7 +51,7 @@ func (fx *fixture) refusedForged(d verify.Digest, s *sign.Signer, o Options) {
 	if after, _ := Approvals(fx.ctx, fx.st, d); len(after) != len(before) {
 		fx.t.Errorf("approve %s refused but stored %d approvals", d, len(after)-len(before))
 	}
-	if err := ReportOK(fx.ctx, fx.st, d, rd); !errors.Is(err, ErrBadReport) {
+	if _, err := vouchingReport(fx.ctx, fx.st, d, rd, ""); !errors.Is(err, ErrBadReport) {
 		fx.t.Errorf("the failing report %s of the approval's validation: %v, want it saved and failing", rd, err)
 	}
 }

@@ -205,7 +205,7 @@ func TestV1ReportsStillLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ReportOK(fx.ctx, fx.st, d, rd); err != nil {
+	if _, err := vouchingReport(fx.ctx, fx.st, d, rd, ""); err != nil {
 		t.Fatalf("a passing v1 report: %v", err)
 	}
 	if got, err := LoadReport(fx.ctx, fx.st, rd); err != nil || got.Vouches("") {

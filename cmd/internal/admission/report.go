@@ -287,13 +287,6 @@ func parseReport(d verify.Digest, b []byte) (*Report, error) {
 	return &r, nil
 }
 
-// ReportOK returns nil if report rd exists, verifies, names manifest d and
-// passed.
-func ReportOK(ctx context.Context, st store.Blobs, d, rd verify.Digest) error {
-	_, err := vouchingReport(ctx, st, d, rd, "")
-	return err
-}
-
 // vouchingReport loads report rd and returns it if it verifies, names
 // manifest d, passed and vouches for d's digests under policy pd
 // (Report.Vouches; with pd "" any passing report will do): what an

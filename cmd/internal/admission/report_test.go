@@ -133,8 +133,8 @@ func TestReportRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, r) {
 		t.Errorf("loaded %+v\nsaved  %+v", got, r)
 	}
-	if err := ReportOK(fx.ctx, fx.st, d, rd); err == nil || !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), KindTombstoneWatermark) {
-		t.Errorf("ReportOK of a failing report: %v", err)
+	if _, err := vouchingReport(fx.ctx, fx.st, d, rd, ""); err == nil || !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), KindTombstoneWatermark) {
+		t.Errorf("vouchingReport of a failing report: %v", err)
 	}
 	b, _ := fx.st.Get(fx.ctx, ReportKey(rd))
 
@@ -166,8 +166,8 @@ func TestReportRoundTrip(t *testing.T) {
 			if !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("LoadReport: %v, want ErrBadReport naming %q", err, tc.want)
 			}
-			if err := ReportOK(fx.ctx, fx.st, d, td); err == nil {
-				t.Error("ReportOK accepted it")
+			if _, err := vouchingReport(fx.ctx, fx.st, d, td, ""); err == nil {
+				t.Error("vouchingReport accepted it")
 			}
 		})
 	}
@@ -199,11 +199,11 @@ func TestValidatedListsOnlyPassingReports(t *testing.T) {
 		t.Fatalf("Validated = %v, %v; want [%s %s] (failing report %s)", ds, err, newer, older, failed)
 	}
 	for _, rd := range ds {
-		if err := ReportOK(fx.ctx, fx.st, d, rd); err != nil {
-			t.Errorf("ReportOK(%s): %v", rd, err)
+		if _, err := vouchingReport(fx.ctx, fx.st, d, rd, ""); err != nil {
+			t.Errorf("vouchingReport(%s): %v", rd, err)
 		}
-		if err := ReportOK(fx.ctx, fx.st, other, rd); err == nil {
-			t.Errorf("ReportOK accepts report %s of %s for %s", rd, d, other)
+		if _, err := vouchingReport(fx.ctx, fx.st, other, rd, ""); err == nil {
+			t.Errorf("vouchingReport accepts report %s of %s for %s", rd, d, other)
 		}
 	}
 
