@@ -47,17 +47,17 @@ type UntrustedParent struct {
 // passing report in the store that vouches (a v2 report, or a deep one).
 func parentVouched(ctx context.Context, st store.Blobs, d verify.Digest, p *sign.Policy) error {
 	if p == nil {
-		ds, err := Validated(ctx, st, d)
+		rs, err := passingReports(ctx, st, d)
 		if err != nil {
 			return err
 		}
-		for _, rd := range ds {
-			if r, err := LoadReport(ctx, st, rd); err == nil && r.Vouches("") {
+		for _, r := range rs {
+			if r.Vouches("") {
 				return nil
 			}
 		}
-		if len(ds) == 0 {
-			return errors.New("not VALIDATED")
+		if len(rs) == 0 {
+			return ErrNotValidated
 		}
 		return errors.New("VALIDATED only by reports that did not hash its members (pinfs.report.v1)")
 	}

@@ -326,6 +326,25 @@ func inheritedHow(r *Report) string {
 // names d and passed: a marker alone proves nothing. None means d is not
 // VALIDATED.
 func Validated(ctx context.Context, st store.Blobs, d verify.Digest) ([]verify.Digest, error) {
+	rs, err := passingReports(ctx, st, d)
+	if err != nil {
+		return nil, err
+	}
+	ds := make([]verify.Digest, len(rs))
+	for i, r := range rs {
+		ds[i] = r.digest
+	}
+	return ds, nil
+}
+
+// passing is a passing report of a manifest and its digest.
+type passing struct {
+	digest verify.Digest
+	*Report
+}
+
+// passingReports is Validated with the reports it loaded.
+func passingReports(ctx context.Context, st store.Blobs, d verify.Digest) ([]passing, error) {
 	l, ok := st.(store.KeyLister)
 	if !ok {
 		return nil, fmt.Errorf("validation reports of %s: store %T cannot list keys", d, st)
@@ -335,7 +354,7 @@ func Validated(ctx context.Context, st store.Blobs, d verify.Digest) ([]verify.D
 		return nil, fmt.Errorf("validation reports of %s: %w", d, err)
 	}
 	type found struct {
-		d  verify.Digest
+		passing
 		at time.Time
 	}
 	var fs []found
@@ -353,15 +372,15 @@ func Validated(ctx context.Context, st store.Blobs, d verify.Digest) ([]verify.D
 		}
 		if r.Manifest == d && r.OK {
 			at, _ := time.Parse(time.RFC3339Nano, r.ValidatedAt) // checked by LoadReport
-			fs = append(fs, found{rd, at})
+			fs = append(fs, found{passing{rd, r}, at})
 		}
 	}
 	slices.SortFunc(fs, func(a, b found) int {
-		return cmp.Or(b.at.Compare(a.at), strings.Compare(string(a.d), string(b.d)))
+		return cmp.Or(b.at.Compare(a.at), strings.Compare(string(a.digest), string(b.digest)))
 	})
-	ds := make([]verify.Digest, len(fs))
+	rs := make([]passing, len(fs))
 	for i, f := range fs {
-		ds[i] = f.d
+		rs[i] = f.passing
 	}
-	return ds, nil
+	return rs, nil
 }
