@@ -118,10 +118,7 @@ func Describe(r *record.Record) string {
 	for _, k := range slices.Sorted(maps.Keys(r.Params)) {
 		fmt.Fprintf(&b, " %q=%q", k, r.Params[k])
 	}
-	if b.Len() > 4*maxQuoted {
-		return b.String()[:4*maxQuoted] + "…"
-	}
-	return b.String()
+	return cut(b.String(), 4*maxQuoted)
 }
 
 // maxQuoted bounds a command line quoted in an error, since a record's
@@ -130,12 +127,15 @@ const maxQuoted = 200
 
 // quoteCommand quotes a command line for one line of an error: each
 // argument Go-quoted, at most maxQuoted bytes.
-func quoteCommand(c []string) string {
-	s := fmt.Sprintf("%q", c)
-	if len(s) > maxQuoted {
-		s = strings.ToValidUTF8(s[:maxQuoted], "") + "…"
+func quoteCommand(c []string) string { return cut(fmt.Sprintf("%q", c), maxQuoted) }
+
+// cut returns s, or its first n bytes and "…" when it is longer, without
+// the part of a rune the cut leaves.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // readRecordFile reads and parses the record file path. derr is why path
