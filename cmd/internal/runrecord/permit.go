@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
@@ -188,7 +187,9 @@ func Held(ctx context.Context, o Options) (*Permit, error) {
 			return nil, nil
 		}
 		if err != nil {
-			if b := spooledBinding(o); b != nil {
+			// As Open resumes offline (openRemote): the binding this host
+			// kept when it bound the run against o.URL.
+			if b, _ := spooledBinding(o.SpoolDir, o.RunID); b != nil && b.URL == o.URL && b.RunID == o.RunID {
 				return b.Permit, nil
 			}
 			return nil, fmt.Errorf("runrecord: binding of run %s: %w", o.RunID, err)
@@ -212,20 +213,6 @@ func Held(ctx context.Context, o Options) (*Permit, error) {
 		return nil, fmt.Errorf("runrecord: read %s: %w", o.URL, err)
 	}
 	return b.Permit, nil
-}
-
-// spooledBinding returns the binding of run o.RunID against o.URL that
-// this host kept in o.SpoolDir, or nil. It creates nothing.
-func spooledBinding(o Options) *localBinding {
-	if o.SpoolDir == "" {
-		return nil
-	}
-	sp := &spool{bind: filepath.Join(o.SpoolDir, o.RunID+".run.json")}
-	b, err := sp.binding()
-	if err != nil || b == nil || b.URL != o.URL || b.RunID != o.RunID {
-		return nil
-	}
-	return b
 }
 
 // heldPermit is Admit's answer for a run that is bound already: its

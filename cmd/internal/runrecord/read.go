@@ -204,11 +204,7 @@ func readSpool(src Source, runID string) ([]spoolEvent, error) {
 // spoolLines returns the whole lines (newline included) of the spool of
 // run runID in src.SpoolDir, if its local binding names src.URL.
 func spoolLines(src Source, runID string) ([][]byte, error) {
-	if src.SpoolDir == "" {
-		return nil, nil
-	}
-	s := &spool{bind: filepath.Join(src.SpoolDir, runID+".run.json")}
-	b, err := s.binding()
+	b, err := spooledBinding(src.SpoolDir, runID)
 	if err != nil || b == nil || !sameURL(b.URL, src.URL) {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func openSpool(dir, runID string) (*spool, error) {
 	s := &spool{
 		path: filepath.Join(dir, runID+".jsonl"),
 		lock: lockedFile{f: lf},
-		bind: filepath.Join(dir, runID+".run.json"),
+		bind: bindingPath(dir, runID),
 	}
 	if _, err := s.entries(); err != nil {
 		lf.Close()
@@ -180,6 +180,19 @@ func (s *spool) read() ([]spoolEntry, error) {
 		es = append(es, spoolEntry{key: eventKey(&e, line), line: line})
 	}
 	return es, nil
+}
+
+// bindingPath is where spool dir dir keeps run runID's local binding.
+func bindingPath(dir, runID string) string { return filepath.Join(dir, runID+".run.json") }
+
+// spooledBinding returns the local binding of run runID kept in spool dir
+// dir, nil if there is none or no dir. It opens no spool and creates
+// nothing.
+func spooledBinding(dir, runID string) (*localBinding, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	return (&spool{bind: bindingPath(dir, runID)}).binding()
 }
 
 // binding returns the run's local binding, or nil if there is none.
