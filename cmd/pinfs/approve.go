@@ -80,11 +80,7 @@ set, pinfs admit. The envelope's digest is printed on the last line.`,
 			var env verify.Digest
 			var r *admission.Report
 			if rd != "" {
-				var pd verify.Digest
-				if o.Policy != nil {
-					pd = o.Policy.Digest()
-				}
-				env, r, err = admission.Approve(ctx, st, d, s, rd, pd, a)
+				env, r, err = admission.Approve(ctx, st, d, s, rd, o.Policy, a)
 			} else {
 				r, rd, env, err = admission.ValidateAndApprove(ctx, st, d, f, o, s, a)
 				if r != nil {

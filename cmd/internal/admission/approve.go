@@ -37,30 +37,31 @@ func ValidateAndApprove(ctx context.Context, st store.Store, d verify.Digest, f 
 	if !r.OK {
 		return r, rd, "", fmt.Errorf("%s is %w: report %s has %d hard failures (%s)", d, ErrNotValidated, rd, len(r.Failures), r.Failures[0].Kind)
 	}
-	var pd verify.Digest
-	if o.Policy != nil {
-		pd = o.Policy.Digest()
-	}
-	env, _, err = Approve(ctx, st, d, s, rd, pd, a)
+	env, _, err = Approve(ctx, st, d, s, rd, o.Policy, a)
 	return r, rd, env, err
 }
 
 // Approve signs manifest d together with report rd and stores the
 // envelope beside the manifest, keyed by the envelope's own SHA-256. rd
 // must be a passing report of d that vouches for d's digests under policy
-// pd (Report.Vouches; pd "" for any passing report). It returns the
-// envelope's digest and the report. The manifest itself is never
+// pol (Report.Vouches; with pol nil any passing report will do), the
+// policy in force for the approver. It returns the envelope's digest and
+// the report. The manifest itself is never
 // rewritten: an approval is a record next to it.
 //
 // Approve does not validate: the report is one the caller produced (pinfs
 // validate, or ValidateAndApprove). It never picks a report from the
 // store, whose reports anyone who can write the store can forge.
-func Approve(ctx context.Context, st store.Blobs, d verify.Digest, s *sign.Signer, rd, pd verify.Digest, a sign.Approval) (env verify.Digest, r *Report, err error) {
+func Approve(ctx context.Context, st store.Blobs, d verify.Digest, s *sign.Signer, rd verify.Digest, pol *sign.Policy, a sign.Approval) (env verify.Digest, r *Report, err error) {
 	if _, err := verify.Fetch(ctx, st, d); err != nil {
 		return "", nil, err
 	}
 	if rd == "" {
 		return "", nil, fmt.Errorf("approve %s: no report given: %w", d, ErrNotValidated)
+	}
+	var pd verify.Digest
+	if pol != nil {
+		pd = pol.Digest()
 	}
 	if r, err = vouchingReport(ctx, st, d, rd, pd); err != nil {
 		return "", nil, fmt.Errorf("%s is %w: %w", d, ErrNotValidated, err)

@@ -23,7 +23,7 @@ func TestApproveNeedsValidated(t *testing.T) {
 	}
 
 	// BUILDING: no report at all.
-	if _, _, err := Approve(ctx, st, d, alice, "", "", sign.Approval{}); !errors.Is(err, ErrNotValidated) {
+	if _, _, err := Approve(ctx, st, d, alice, "", nil, sign.Approval{}); !errors.Is(err, ErrNotValidated) {
 		t.Fatalf("approve without a report: %v; want ErrNotValidated", err)
 	}
 	noApprovals("no report")
@@ -38,12 +38,12 @@ func TestApproveNeedsValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rd := range []verify.Digest{"", failed} {
-		_, _, err := Approve(ctx, st, d, alice, rd, "", sign.Approval{})
+		_, _, err := Approve(ctx, st, d, alice, rd, nil, sign.Approval{})
 		if !errors.Is(err, ErrNotValidated) {
 			t.Fatalf("approve with report %q of a failed validation: %v; want ErrNotValidated", rd, err)
 		}
 	}
-	if _, _, err := Approve(ctx, st, d, alice, failed, "", sign.Approval{}); !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), "failed") {
+	if _, _, err := Approve(ctx, st, d, alice, failed, nil, sign.Approval{}); !errors.Is(err, ErrBadReport) || !strings.Contains(err.Error(), "failed") {
 		t.Errorf("approve with a failing report: %v; want ErrBadReport saying it failed", err)
 	}
 	noApprovals("failing report")
@@ -51,7 +51,7 @@ func TestApproveNeedsValidated(t *testing.T) {
 	// A passing report of another manifest does not validate d.
 	other := pinFiles(t, st, at(0, 0), map[string]string{"x": "x"})
 	otherReport := validate(t, st, other)
-	_, _, err = Approve(ctx, st, d, alice, otherReport, "", sign.Approval{})
+	_, _, err = Approve(ctx, st, d, alice, otherReport, nil, sign.Approval{})
 	if !errors.Is(err, ErrNotValidated) || !strings.Contains(err.Error(), "is about manifest "+other.String()) {
 		t.Fatalf("approve with the report of %s: %v; want ErrNotValidated naming it", other, err)
 	}
@@ -59,7 +59,7 @@ func TestApproveNeedsValidated(t *testing.T) {
 
 	// A manifest that is not in the store.
 	gone := verify.SHA256([]byte("no such manifest"))
-	if _, _, err := Approve(ctx, st, gone, alice, "", "", sign.Approval{}); err == nil || !strings.Contains(err.Error(), "no manifest "+gone.String()+" in store") {
+	if _, _, err := Approve(ctx, st, gone, alice, "", nil, sign.Approval{}); err == nil || !strings.Contains(err.Error(), "no manifest "+gone.String()+" in store") {
 		t.Errorf("approve a missing manifest: %v", err)
 	}
 }
@@ -71,7 +71,7 @@ func TestApproveStoresEnvelope(t *testing.T) {
 	d := pinFiles(t, st, at(0, 0), map[string]string{"a": "alpha"})
 	rd := validate(t, st, d)
 
-	env, got, err := Approve(ctx, st, d, alice, rd, "", sign.Approval{Role: "data-owner", Approver: "alice@example"})
+	env, got, err := Approve(ctx, st, d, alice, rd, nil, sign.Approval{Role: "data-owner", Approver: "alice@example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestApproveTampered(t *testing.T) {
 	if _, err := verify.Fetch(ctx, st, d2); err == nil {
 		t.Fatal("a tampered manifest fetches")
 	}
-	if _, _, err := Approve(ctx, st, d2, alice, "", "", sign.Approval{}); err == nil {
+	if _, _, err := Approve(ctx, st, d2, alice, "", nil, sign.Approval{}); err == nil {
 		t.Error("approve of a tampered manifest succeeded")
 	}
 	if _, err := Activate(ctx, st, Activation{Gate: "g", Digest: d2, Expect: -1, Policy: p}); err == nil {

@@ -105,7 +105,7 @@ func TestApprovedNeedsReportThatVouches(t *testing.T) {
 		t.Errorf("status of the child: %+v, %v; want VALIDATED, alice's signature valid under no policy", s, err)
 	}
 	rd, _ := Validated(fx.ctx, fx.st, child)
-	if _, _, err := Approve(fx.ctx, fx.st, child, alice, rd[0], p.Digest(), sign.Approval{}); !errors.Is(err, ErrBadReport) {
+	if _, _, err := Approve(fx.ctx, fx.st, child, alice, rd[0], p, sign.Approval{}); !errors.Is(err, ErrBadReport) {
 		t.Errorf("approve --report of the store-trust report under the policy: %v; want ErrBadReport", err)
 	}
 	fx.refusedForged(child, alice, Options{Policy: p})

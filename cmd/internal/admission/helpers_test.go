@@ -143,7 +143,7 @@ func approve(t testing.TB, st store.Store, d verify.Digest, signers ...*sign.Sig
 	}
 	var envs []verify.Digest
 	for _, s := range signers {
-		env, _, err := Approve(t.Context(), st, d, s, passed[0], "", sign.Approval{Approver: "test"})
+		env, _, err := Approve(t.Context(), st, d, s, passed[0], nil, sign.Approval{Approver: "test"})
 		if err != nil {
 			t.Fatalf("approve %s with %s: %v", d, s.KeyID(), err)
 		}

@@ -134,7 +134,7 @@ func TestStatusSignatureValidity(t *testing.T) {
 
 	d := pinFiles(t, st, at(0, 0), map[string]string{"a": "alpha"})
 	rd := validate(t, st, d)
-	if _, _, err := Approve(ctx, st, d, alice, rd, "", sign.Approval{Role: "intern"}); err != nil {
+	if _, _, err := Approve(ctx, st, d, alice, rd, nil, sign.Approval{Role: "intern"}); err != nil {
 		t.Fatal(err)
 	}
 	roles := filepath.Join(kr.dir, "roles.json")
