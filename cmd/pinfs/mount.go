@@ -46,10 +46,10 @@ generation; a permit by digest needs --policy, since the policy it names
 is anyone's who can write the store), and, through a gate, the gate's
 history holds the permit's generation pointing at DIGEST. So the store
 must be reachable.
-With --policy FILE it
-refuses, the same way, a snapshot without approvals that satisfy the
-trust policy (docs/admission.md); that check reads the approvals from the
-store, so it needs the store reachable.`,
+
+With --policy FILE it refuses, the same way, a snapshot without approvals
+that satisfy the trust policy (docs/admission.md); that check reads the
+approvals from the store, so it needs the store reachable.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
