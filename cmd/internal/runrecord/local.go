@@ -17,15 +17,17 @@ type localSink struct {
 	lf lockedFile
 }
 
-// openLocal opens the record file p, creating it if needed, and binds or
-// resumes runID: under the file's lock it reads the run's binding (its
+// openLocal opens the record file o.URL, creating it if needed, and binds
+// or resumes runID: under the file's lock it reads the run's binding (its
 // earlier events), and appends the line that first(kind) returns, with
 // kind RunStart (a new run, or the first mount of an admitted one) or
-// Resume. If the run is bound to another digest it fails with
-// ErrDigestChanged, and with require if the run holds no permit for
-// digest it fails with ErrNotPermitted; then it writes nothing. It returns
-// the run's permit, nil if it has none.
-func openLocal(p, runID string, o Options, first func(kind string) ([]byte, error)) (_ *localSink, _ *Permit, err error) {
+// Resume. If the run is bound to another digest than o.Digest it fails
+// with ErrDigestChanged, and with o.RequirePermit if the run holds no
+// permit for o.Digest (or, with o.Permit, not exactly that one) it fails
+// with ErrNotPermitted; then it writes nothing. It returns the run's
+// permit, nil if it has none.
+func openLocal(o Options, runID string, first func(kind string) ([]byte, error)) (_ *localSink, _ *Permit, err error) {
+	p := o.URL
 	f, err := openRecordFile(p)
 	if err != nil {
 		return nil, nil, err
@@ -44,14 +46,13 @@ func openLocal(p, runID string, o Options, first func(kind string) ([]byte, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("runrecord: read %s: %w", p, err)
 	}
-	digest := o.Digest
 	if o.RequirePermit {
-		if err := checkPermit(runID, b.Permit, digest, o.Permit); err != nil {
+		if err := checkPermit(runID, b.Permit, o.Digest, o.Permit); err != nil {
 			return nil, nil, err
 		}
 	}
-	if b.found && b.Digest != digest {
-		return nil, nil, digestChanged(runID, b.Digest, digest, p)
+	if b.found && b.Digest != o.Digest {
+		return nil, nil, digestChanged(runID, b.Digest, o.Digest, p)
 	}
 	kind := RunStart
 	if b.started {

@@ -110,8 +110,9 @@ func NewRunID() string {
 // (appending run_start) or resumes it (appending resume). The first Open
 // of a run that Admit bound appends run_start. A run bound to another
 // digest is refused with an error wrapping ErrDigestChanged, and with
-// o.RequirePermit a run that holds no permit for o.Digest is refused with
-// an error wrapping ErrNotPermitted; nothing is written then. For a
+// o.RequirePermit a run that holds no permit for o.Digest (or, with
+// o.Permit, not exactly that one) is refused with an error wrapping
+// ErrNotPermitted; nothing is written then. For a
 // store, Open first delivers any events an earlier process left in the
 // spool, and fails if it cannot check the binding, unless this host bound
 // the run before (see the package documentation).
@@ -147,7 +148,7 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	if remote {
 		r.sink, r.permit, err = openRemote(ctx, o, r.runID, first)
 	} else {
-		r.sink, r.permit, err = openLocal(o.URL, r.runID, o, func(kind string) ([]byte, error) {
+		r.sink, r.permit, err = openLocal(o, r.runID, func(kind string) ([]byte, error) {
 			_, line, err := first(kind)
 			return line, err
 		})
