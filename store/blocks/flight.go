@@ -200,10 +200,14 @@ func isDone(c *lru.Call[[]byte]) bool {
 }
 
 // fly runs the flight of ru on the Reader's context, with the run's
-// deadline: one request for blocks q0..q1, each verified and completed as
-// soon as its last byte is in; then the blocks that failed verification
-// (fromNetwork), that the request did not deliver (failed, with its
-// error) and that the run holds without requesting them (load).
+// deadline: one request for blocks q0..q1, sent together with the load of
+// the member's outboard, each block verified and completed as soon as its
+// last byte and the outboard are both in (landing); then the blocks that
+// failed verification (fromNetwork), that the request did not deliver
+// (failed, with its error) and that the run holds without requesting them
+// (load). If the outboard cannot be loaded, every block of the run fails
+// with that error, and the request, whose bytes could not be verified, is
+// ended.
 func (r *Reader) fly(ru *run) {
 	defer r.wg.Done()
 	if ru.ahead {
@@ -213,19 +217,13 @@ func (r *Reader) fly(ru *run) {
 	defer cancel()
 	m := &ru.m
 	v := &verifier{r: r, m: m}
-	if err := v.loadOutboard(ctx); err != nil {
-		for j := range ru.calls {
-			i := ru.first + int64(j)
-			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, err))
-		}
-		return
-	}
 	n := ru.q1 - ru.q0 + 1
 	var (
 		bufs = make([][]byte, max(n, 0))
 		bad  = make([]error, max(n, 0))
-		next = ru.q0 // the next block of the request to settle
+		l    = &landing{r: r, ru: ru, v: v, bufs: bufs, bad: bad, next: ru.q0}
 		ferr error
+		oerr error
 	)
 	if n > 0 {
 		off0, _ := blockRange(m, ru.q0)
@@ -233,22 +231,29 @@ func (r *Reader) fly(ru *run) {
 			_, bn := blockRange(m, ru.q0+int64(q))
 			bufs[q] = make([]byte, bn)
 		}
-		ferr = r.fetch(ctx, m.Object, off0, bufs, func(have int64) {
-			for ; next <= ru.q1; next++ {
-				off, bn := blockRange(m, next)
-				if off+bn-off0 > have {
+		l.off0 = off0
+		fctx, stop := context.WithCancel(ctx)
+		if l.ready = v.atHand(); !l.ready {
+			v.goLoad(ctx, func(err error) {
+				if err != nil {
+					stop() // nothing the request brings can be verified
 					return
 				}
-				b := bufs[next-ru.q0]
-				r.st.fetches.Add(1)
-				if err := v.verify(next, b); err != nil {
-					bad[next-ru.q0] = err // settled after the request
-					continue
-				}
-				r.st.verified.Add(1)
-				r.complete(ru, next, b, fromNetwork, nil)
-			}
-		})
+				l.outboardIn()
+			})
+		}
+		ferr = r.fetch(fctx, m.Object, off0, bufs, l.arrived)
+		oerr = v.wait()
+		stop()
+	} else {
+		oerr = v.loadOutboard(ctx)
+	}
+	if oerr != nil {
+		for j := range ru.calls {
+			i := ru.first + int64(j)
+			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, oerr))
+		}
+		return
 	}
 	what := "first copy"
 	if n > 1 {
@@ -266,7 +271,7 @@ func (r *Reader) fly(ru *run) {
 				r.st.verified.Add(1)
 			}
 			r.complete(ru, i, b, fromNetwork, err)
-		case i >= next: // not delivered
+		case i >= l.next: // not delivered
 			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, ferr))
 		}
 	}

@@ -25,17 +25,65 @@ type verifier struct {
 	m        *Member
 	outboard []byte
 	reloaded bool
+
+	// loading is closed once the load goLoad started has set outboard
+	// or loadErr; nil if none was started.
+	loading chan struct{}
+	loadErr error
 }
 
 // loadOutboard loads the outboard the blocks are verified with (none for
 // a member of one block).
 func (v *verifier) loadOutboard(ctx context.Context) error {
-	if wholeMember(v.m) {
-		return nil // verified by its digest alone, no outboard to fetch
+	if v.atHand() {
+		return nil
 	}
 	ob, err := v.r.outboard(ctx, v.m, false)
 	v.outboard = ob
 	return err
+}
+
+// atHand reports whether the outboard needs no load: a member of one
+// block is verified by its digest alone, and the Reader's cache may hold
+// the outboard (which atHand then sets).
+func (v *verifier) atHand() bool {
+	if wholeMember(v.m) {
+		return true
+	}
+	ob, ok := v.r.obs.Get(v.m.Digest)
+	if ok {
+		v.outboard = ob
+	}
+	return ok
+}
+
+// goLoad loads the outboard on a goroutine of its own, with ctx (the
+// flight's), while the flight's request goes out; for an outboard not at
+// hand. When the load ends, outboard (on success) or loadErr is set, then
+// done is called with the load's error, then wait returns.
+func (v *verifier) goLoad(ctx context.Context, done func(error)) {
+	v.loading = make(chan struct{})
+	go func() {
+		defer close(v.loading)
+		ob, err := v.r.outboard(ctx, v.m, false)
+		if err != nil {
+			v.loadErr = err
+		} else {
+			v.outboard = ob
+		}
+		done(err)
+	}()
+}
+
+// wait waits for the load goLoad started (none: returns at once) and
+// returns its error. The load ends by the flight's deadline, or when the
+// Reader closes.
+func (v *verifier) wait() error {
+	if v.loading == nil {
+		return nil
+	}
+	<-v.loading
+	return v.loadErr
 }
 
 // verify checks b, block i of the member, against the current outboard.

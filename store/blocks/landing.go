@@ -1,0 +1,74 @@
+package blocks
+
+import "sync"
+
+// The blocks of a flight's request land in their buffers while the
+// member's outboard may still be loading (it is loaded together with the
+// request: one round trip to the first byte, not two). Reading the body
+// never waits for the outboard; verification does. Each block whose bytes
+// are all in is verified and completed once the outboard is in too, on
+// whichever goroutine brings the later of the two: the request's progress
+// callback (arrived) or the outboard load (outboardIn). No block is
+// verified against a missing outboard, and none is served or cached
+// before it verifies.
+
+// landing is the requested blocks q0..q1 of a run: their buffers, how many
+// of the request's bytes are in, and the next block to settle. The fields
+// after mu are guarded by it; once the request and the outboard load have
+// both ended, the flight reads them without it.
+type landing struct {
+	r    *Reader
+	ru   *run
+	v    *verifier
+	off0 int64    // the member offset of the request's first byte
+	bufs [][]byte // one per block q0..q1
+	bad  []error  // per block: the verification failure, settled after the request
+
+	mu    sync.Mutex
+	have  int64 // bytes of the request delivered
+	next  int64 // the next block to settle
+	ready bool  // v.outboard is in: blocks may be verified
+}
+
+// arrived records that have bytes of the request are in and, if the
+// outboard is in, settles the blocks they complete. It is the request's
+// progress callback.
+func (l *landing) arrived(have int64) {
+	l.mu.Lock()
+	l.have = have
+	if l.ready {
+		l.settle()
+	}
+	l.mu.Unlock()
+}
+
+// outboardIn records that v.outboard has been loaded and settles the
+// blocks whose bytes came before it.
+func (l *landing) outboardIn() {
+	l.mu.Lock()
+	l.ready = true
+	l.settle()
+	l.mu.Unlock()
+}
+
+// settle verifies each block from next on whose bytes are all in, in
+// order, and completes its call; one that fails verification is left in
+// bad for the flight to settle after the request. l.mu is held and the
+// outboard is in.
+func (l *landing) settle() {
+	ru := l.ru
+	for ; l.next <= ru.q1; l.next++ {
+		off, bn := blockRange(&ru.m, l.next)
+		if off+bn-l.off0 > l.have {
+			return
+		}
+		b := l.bufs[l.next-ru.q0]
+		l.r.st.fetches.Add(1)
+		if err := l.v.verify(l.next, b); err != nil {
+			l.bad[l.next-ru.q0] = err
+			continue
+		}
+		l.r.st.verified.Add(1)
+		l.r.complete(ru, l.next, b, fromNetwork, nil)
+	}
+}
