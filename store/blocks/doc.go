@@ -6,8 +6,10 @@
 //
 //	blocks.go   Slices/ReadAt: each block from the memory tier, or its call
 //	flight.go   a miss is one flight over a run of blocks (a single block is
-//	            a run of one): one request, each block verified and handed
-//	            to the tiers and its readers as soon as its bytes are in
+//	            a run of one): one request, sent together with the load of
+//	            the member's outboard, each block verified and handed to the
+//	            tiers and its readers as soon as its bytes and the outboard
+//	            are in (landing.go)
 //	request.go  the ranged request, its stall watchdog, and the one retry loop
 //
 // plan.go decides, without I/O, when a reader is sequential, how far ahead
@@ -17,11 +19,19 @@
 //
 // # Verification
 //
-// Only verified bytes enter the memory tier or a caller's buffer. Memory
-// hits were verified before they entered the tier and are served as they
-// are. Every disk-tier hit is verified; one that fails is removed,
-// reported as a "mismatch" event From "disk", and fetched again: for the
-// reader that is not an error. A block fetched from the store that fails
+// Only verified bytes enter the memory tier or a caller's buffer. A member
+// of one block is fetched whole and verified against its digest, with no
+// outboard. A larger member's blocks are verified with its Bao outboard,
+// which a flight loads (unless the Reader has it cached) together with its
+// request rather than before it: the first byte costs one round trip, not
+// two. The request's bytes land in their buffers meanwhile; each block is
+// verified once its bytes and the outboard are both in, never against a
+// missing outboard. An outboard that cannot be loaded ends the request,
+// whose bytes could not be verified, and fails every block of the flight
+// with its error. Memory hits were verified before they entered the tier
+// and are served as they are. Every disk-tier hit is verified; one that
+// fails is removed, reported as a "mismatch" event From "disk", and
+// fetched again: for the reader that is not an error. A block fetched from the store that fails
 // (alone or in a run) is checked against a reloaded outboard (fresh=true)
 // and then fetched once more alone. One "mismatch" event From "network" is
 // reported once the outcome is known: saying "healed" when the refetched
