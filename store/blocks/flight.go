@@ -232,8 +232,11 @@ func (r *Reader) fly(ru *run) {
 			bufs[q] = make([]byte, bn)
 		}
 		l.off0 = off0
-		fctx, stop := context.WithCancel(ctx)
+		fctx := ctx // the request's: ended if the outboard cannot be loaded
 		if l.ready = v.atHand(); !l.ready {
+			var stop context.CancelFunc
+			fctx, stop = context.WithCancel(ctx)
+			defer stop()
 			v.goLoad(ctx, func(err error) {
 				if err != nil {
 					stop() // nothing the request brings can be verified
@@ -244,7 +247,6 @@ func (r *Reader) fly(ru *run) {
 		}
 		ferr = r.fetch(fctx, m.Object, off0, bufs, l.arrived)
 		oerr = v.wait()
-		stop()
 	} else {
 		oerr = v.loadOutboard(ctx)
 	}
