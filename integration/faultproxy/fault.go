@@ -96,7 +96,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch f.Kind {
 	case Status:
-		writeError(w, r, f)
+		if p.delay(r.Context()) {
+			writeError(w, r, f)
+		}
 		return
 	case Reset:
 		resetConn(w)
@@ -132,6 +134,9 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if !p.delay(r.Context()) {
+		return
+	}
 	for k, vs := range resp.Header {
 		if isHop(k) {
 			continue
@@ -150,14 +155,21 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if resp.StatusCode/100 != 2 {
 		f = Fault{} // error documents go through as they are
 	}
-	p.copyBody(w, r, resp.Body, f, start)
+	var bw io.Writer = w
+	if p.opts.Shape.Rate > 0 {
+		pw := newPacedWriter(r.Context(), p.done, w, p.opts.Shape.Rate)
+		defer pw.stop()
+		bw = pw
+	}
+	p.copyBody(w, bw, r, resp.Body, f, start)
 }
 
-// copyBody streams body to w, applying a Cut, Stall or FlipBit fault.
-func (p *Proxy) copyBody(w http.ResponseWriter, r *http.Request, body io.Reader, f Fault, start int64) {
+// copyBody streams body to bw (w itself, or w paced by the shape),
+// applying a Cut, Stall or FlipBit fault.
+func (p *Proxy) copyBody(w http.ResponseWriter, bw io.Writer, r *http.Request, body io.Reader, f Fault, start int64) {
 	rc := http.NewResponseController(w)
 	if f.Kind == Cut || f.Kind == Stall {
-		if _, err := io.CopyN(w, body, f.After); err != nil && err != io.EOF {
+		if _, err := io.CopyN(bw, body, f.After); err != nil && err != io.EOF {
 			return
 		}
 		rc.Flush()
@@ -179,11 +191,13 @@ func (p *Proxy) copyBody(w http.ResponseWriter, r *http.Request, body io.Reader,
 		}
 	}
 	if f.Kind != FlipBit {
-		io.Copy(w, body)
+		copyBuffered(bw, body)
 		return
 	}
 	pos := start
-	buf := make([]byte, 32<<10)
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
@@ -191,7 +205,7 @@ func (p *Proxy) copyBody(w http.ResponseWriter, r *http.Request, body io.Reader,
 				buf[f.Offset-pos] ^= 1
 			}
 			pos += int64(n)
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := bw.Write(buf[:n]); werr != nil {
 				return
 			}
 		}

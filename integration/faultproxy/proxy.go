@@ -3,6 +3,13 @@
 // AWS_ENDPOINT_URL) and an S3 server (versitygw), forwards every request,
 // and injects a fault into the requests that match a rule.
 //
+// # Shape
+//
+// With Options.Shape the proxy also stands in for the network between a
+// client and a remote S3: a first-byte latency before every response and a
+// bandwidth cap that paces each response body on its own (shape.go). The
+// bench runs every client through one shaping proxy.
+//
 // # Faults
 //
 // A fault is one of: an error status with an S3 error document (503
@@ -49,6 +56,11 @@ type Options struct {
 	// IgnoreVersionID and IgnoreRange faults change. Without them those
 	// faults forward an unsigned request, which a real server refuses.
 	AccessKey, SecretKey, Region string
+
+	// Shape, when not zero, makes every response look as if it came over
+	// a network link (shape.go): first-byte latency and a per-response
+	// bandwidth cap. Faults apply as without it.
+	Shape Shape
 }
 
 // Rule injects Fault into matching requests.
@@ -137,9 +149,14 @@ func New(target string, opts Options) (*Proxy, error) {
 		done:   make(chan struct{}),
 		conns:  map[net.Conn]struct{}{},
 		tr: &http.Transport{
-			Proxy:               nil,
-			DisableCompression:  true, // forward bodies exactly as the server sent them
-			MaxIdleConnsPerHost: 64,
+			Proxy:              nil,
+			DisableCompression: true, // forward bodies exactly as the server sent them
+			// Enough kept-alive upstream connections for every client
+			// request in flight at once (the benches run up to 32 readers
+			// and as many part requests): the default 2 would make the
+			// proxy open and close connections all the time.
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 512,
 		},
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ConnState: p.connState}
