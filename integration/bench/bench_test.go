@@ -71,6 +71,9 @@ type bench struct {
 	diskRate   float64 // GB/s, pinfs reading the 1 GiB member from its disk cache
 	rawSmall16 measure // raw GETs of the 2000 small objects, 16 at a time
 
+	shapeNote string // the link the shaped rows ran over, for the header ("" when they did not run)
+	proxyPid  int    // the shaping proxy's process, left out of every measurement's `other`
+
 	rows    []row
 	cpu     []measure
 	stats   []string // run_end totals per mount
@@ -115,8 +118,12 @@ func TestBench(t *testing.T) {
 	case "pinscale": // the issue 12 scenario alone, without the fixture of the others
 		t.Run("pin-scale", b.pinScale)
 		return
+	case "shaped": // the issue 23 rows alone, on the fixture they need
+		b.setupS3(t)
+		t.Run("shaped", b.shaped)
+		return
 	default:
-		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenario that runs alone is pinscale", benchOnly())
+		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale and shaped", benchOnly())
 	}
 	b.setupS3(t)
 
@@ -129,9 +136,11 @@ func TestBench(t *testing.T) {
 	t.Run("4GiB-member", b.fourGiB)
 	t.Run("profile", b.profileCold)
 	t.Run("pin-scale", b.pinScale)
+	t.Run("shaped", b.shaped)
 }
 
-// benchOnly is $PINFS_BENCH_ONLY: "pinscale" runs that scenario alone.
+// benchOnly is $PINFS_BENCH_ONLY: "pinscale" or "shaped" runs that
+// scenario alone.
 func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 
 // setupS3 puts the 1 GiB object and the 2000 small ones into a versioned

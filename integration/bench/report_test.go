@@ -20,6 +20,7 @@ import (
 type sample struct {
 	t                    time.Time
 	daemon, server, self float64 // CPU seconds
+	proxy                float64 // CPU seconds of the shaping proxy (0 when none runs)
 	busy, total          float64 // machine CPU seconds (all cores)
 	procs                map[int]procTime
 }
@@ -28,6 +29,7 @@ func (b *bench) sample(daemonPid int) sample {
 	s := sample{t: time.Now(), self: selfCPU()}
 	s.daemon, _ = procCPU(daemonPid)
 	s.server, _ = procCPU(b.serverPid())
+	s.proxy, _ = procCPU(b.proxyPid)
 	s.busy, s.total = machineCPU()
 	s.procs = procAll()
 	return s
@@ -65,7 +67,7 @@ func (b *bench) done(name string, s0 sample, daemonPid int, bytes int64, readerC
 	if dt := s1.total - s0.total; dt > 0 {
 		m.busy = (s1.busy - s0.busy) / dt
 	}
-	m.other = max(0, (s1.busy-s0.busy)-m.daemon-m.reader-m.server-self)
+	m.other = max(0, (s1.busy-s0.busy)-m.daemon-m.reader-m.server-self-(s1.proxy-s0.proxy))
 	type use struct {
 		name string
 		cpu  float64
@@ -73,7 +75,7 @@ func (b *bench) done(name string, s0 sample, daemonPid int, bytes int64, readerC
 	var uses []use
 	me, server := os.Getpid(), b.serverPid()
 	for pid, p1 := range s1.procs {
-		if pid == me || pid == daemonPid || pid == server {
+		if pid == me || pid == daemonPid || pid == server || pid == b.proxyPid {
 			continue
 		}
 		p0 := s0.procs[pid] // zero for a process that started in the window
@@ -210,6 +212,9 @@ func (b *bench) report(t *testing.T) {
 	w("- Go: %s\n", runtime.Version())
 	w("- pinfs: %s\n", b.revision())
 	w("- S3: versitygw %s (posix backend) on loopback, same machine\n", "v1.8.0")
+	if b.shapeNote != "" {
+		w("- shaped rows (\"shaped:\"): %s\n", b.shapeNote)
+	}
 	w("- baselines: raw aws-sdk-go-v2 in the test process; %s; %s; %s\n", toolVersion("s3fs", "--version"), toolVersion("b3sum", "--version"), toolVersion("fio", "--version"))
 	w("- load average when the run started: %s; %s\n", b.loadStart, b.quiet)
 	w("- bench run time: %s (make bench: `go test -run TestBench ./integration/bench/`)\n", time.Since(b.start).Round(time.Second))

@@ -29,16 +29,38 @@ type s3fsMount struct {
 	done bool
 }
 
-// s3fsOpts is the -o list of an s3fs mount of the bench's server.
-func (b *bench) s3fsOpts(passwd string) string {
-	return fmt.Sprintf("ro,url=%s,use_path_request_style,passwd_file=%s,parallel_count=%d,retries=2",
-		b.s.Endpoint, passwd, s3fsParallel)
+// s3fsConf is how an s3fs mount reaches the server: its endpoint, its
+// parallel_count and its multipart_size in MB (0: s3fs's default).
+type s3fsConf struct {
+	url       string
+	parallel  int
+	multipart int
 }
 
-// mountS3fs mounts bucket:/prefix with s3fs and waits (bounded) until it
-// serves. It returns an error, not a test failure, when s3fs is missing or
-// fails: the rows then say why s3fs has no figure.
+// s3fsLoopback is the s3fs of the loopback rows: the server itself,
+// parallel_count s3fsParallel.
+func (b *bench) s3fsLoopback() s3fsConf { return s3fsConf{url: b.s.Endpoint, parallel: s3fsParallel} }
+
+// opts is the -o list of an s3fs mount.
+func (c s3fsConf) opts(passwd string) string {
+	o := fmt.Sprintf("ro,url=%s,use_path_request_style,passwd_file=%s,parallel_count=%d,retries=2", c.url, passwd, c.parallel)
+	if c.multipart > 0 {
+		o += fmt.Sprintf(",multipart_size=%d", c.multipart)
+	}
+	return o
+}
+
+// mountS3fs mounts bucket:/prefix with the loopback s3fs (mountS3fsConf).
 func (b *bench) mountS3fs(t *testing.T, bucket, prefix string) (*s3fsMount, error) {
+	t.Helper()
+	return b.mountS3fsConf(t, b.s3fsLoopback(), bucket, prefix)
+}
+
+// mountS3fsConf mounts bucket:/prefix with s3fs configured by conf and
+// waits (bounded) until it serves. It returns an error, not a test
+// failure, when s3fs is missing or fails: the rows then say why s3fs has
+// no figure.
+func (b *bench) mountS3fsConf(t *testing.T, conf s3fsConf, bucket, prefix string) (*s3fsMount, error) {
 	t.Helper()
 	if _, err := exec.LookPath("s3fs"); err != nil {
 		return nil, errors.New("s3fs not installed (make bench-deps)")
@@ -55,7 +77,7 @@ func (b *bench) mountS3fs(t *testing.T, bucket, prefix string) (*s3fsMount, erro
 	t.Cleanup(func() { m.unmount(t) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "s3fs", bucket+":/"+prefix, dir, "-o", b.s3fsOpts(passwd))
+	cmd := exec.CommandContext(ctx, "s3fs", bucket+":/"+prefix, dir, "-o", conf.opts(passwd))
 	cmd.Env = s3fsEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -8,15 +8,17 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // shuffledProcs is the number of reader processes of the shuffled row.
 const shuffledProcs = 4
 
 // rawSmall GETs the small objects in order (indices into b.small) with
-// workers parallel GETs, cold server-side state as every S3 measurement,
-// best of two, and returns the faster run.
-func (b *bench) rawSmall(t *testing.T, ctx context.Context, name string, order []int, workers int) measure {
+// workers parallel GETs of client c, cold server-side state as every S3
+// measurement, best of two, and returns the faster run.
+func (b *bench) rawSmall(t *testing.T, ctx context.Context, c *s3.Client, name string, order []int, workers int) measure {
 	t.Helper()
 	var best measure
 	for run := range 2 {
@@ -25,7 +27,7 @@ func (b *bench) rawSmall(t *testing.T, ctx context.Context, name string, order [
 		s0 := b.sample(0)
 		err := parallel(len(order), workers, func(i int, buf []byte) error {
 			o := b.small[order[i]]
-			_, err := getRange(ctx, b.client, "data", o.key, o.version, 0, -1, buf)
+			_, err := getRange(ctx, c, "data", o.key, o.version, 0, -1, buf)
 			return err
 		})
 		if err != nil {
@@ -73,7 +75,7 @@ func (b *bench) smallFiles(t *testing.T) {
 	}
 	const total = smallCount * smallSize
 
-	raw := b.rawSmall(t, ctx, "raw GET 2000 × 256 KiB, 16 at a time", inOrder, smallReaders)
+	raw := b.rawSmall(t, ctx, b.client, "raw GET 2000 × 256 KiB, 16 at a time", inOrder, smallReaders)
 	b.rawSmall16 = raw
 	m := b.mount(t, "2000 × 256 KiB cold, 16 readers", b.env, b.smallDigest, storeURL, t.TempDir())
 	dropCaches(t)
@@ -84,7 +86,7 @@ func (b *bench) smallFiles(t *testing.T) {
 	}
 	pm := b.done("pinfs 2000 × 256 KiB cold, 16 readers (os.ReadFile)", s0, m.pid, total, -1)
 	b.finish(t, m)
-	s3, s3err := b.s3fsSmall(t, "s3fs 2000 × 256 KiB cold, 16 readers (os.ReadFile)", func(dir string) (time.Duration, float64, error) {
+	s3, s3err := b.s3fsSmall(t, b.s3fsLoopback(), "s3fs 2000 × 256 KiB cold, 16 readers (os.ReadFile)", func(dir string) (time.Duration, float64, error) {
 		return 0, -1, b.readThreads(dir, inOrder, smallReaders)
 	})
 	b.judge(row{scenario: "2000 × 256 KiB cold, 16 parallel readers (time)", pinfs: secs(pm.wall),
@@ -98,7 +100,7 @@ func (b *bench) smallFiles(t *testing.T) {
 	for i, j := range shuffled {
 		members[i] = b.small[j].member
 	}
-	raw4 := b.rawSmall(t, ctx, "raw GET 2000 × 256 KiB, shuffled, 4 at a time", shuffled, shuffledProcs)
+	raw4 := b.rawSmall(t, ctx, b.client, "raw GET 2000 × 256 KiB, shuffled, 4 at a time", shuffled, shuffledProcs)
 	m = b.mount(t, "2000 × 256 KiB cold, shuffled, 4 reader processes", b.env, b.smallDigest, storeURL, t.TempDir())
 	dropCaches(t)
 	b.warmServer(t, b.small...)
@@ -111,7 +113,7 @@ func (b *bench) smallFiles(t *testing.T) {
 	sm.wall = wall
 	b.cpu[len(b.cpu)-1] = sm
 	b.finish(t, m)
-	s3s, s3err := b.s3fsSmall(t, "s3fs 2000 × 256 KiB cold, shuffled, 4 reader processes", func(dir string) (time.Duration, float64, error) {
+	s3s, s3err := b.s3fsSmall(t, b.s3fsLoopback(), "s3fs 2000 × 256 KiB cold, shuffled, 4 reader processes", func(dir string) (time.Duration, float64, error) {
 		return readProcs(t, dir, members, smallSize, shuffledProcs)
 	})
 	b.judge(row{scenario: "2000 × 256 KiB cold, shuffled order, 4 reader processes (time)", pinfs: secs(sm.wall),
@@ -120,12 +122,12 @@ func (b *bench) smallFiles(t *testing.T) {
 		sm.wall.Seconds()/raw4.wall.Seconds(), false, targetShuffledVsRaw, "")
 }
 
-// s3fsSmall mounts data:/small with s3fs (fresh, page cache dropped,
-// server warmed) and measures read(dir), which returns its own wall time
-// and CPU when it runs other processes (cpu >= 0), or 0 and -1 when it
-// reads in this process.
-func (b *bench) s3fsSmall(t *testing.T, name string, read func(dir string) (time.Duration, float64, error)) (measure, error) {
-	sm, err := b.mountS3fs(t, "data", "small")
+// s3fsSmall mounts data:/small with s3fs as conf says (fresh, page cache
+// dropped, server warmed) and measures read(dir), which returns its own
+// wall time and CPU when it runs other processes (cpu >= 0), or 0 and -1
+// when it reads in this process.
+func (b *bench) s3fsSmall(t *testing.T, conf s3fsConf, name string, read func(dir string) (time.Duration, float64, error)) (measure, error) {
+	sm, err := b.mountS3fsConf(t, conf, "data", "small")
 	if err != nil {
 		b.note("%s: %v", name, err)
 		return measure{}, err

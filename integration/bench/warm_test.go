@@ -33,7 +33,7 @@ func (b *bench) warm(t *testing.T) {
 	cache := t.TempDir()
 	dropCaches(t)
 	b.warmServer(t, b.small...)
-	wm, err := b.runWarm(t, smallRow.scenario, b.smallDigest, cache, smallCount*smallSize, "--jobs", strconv.Itoa(warmJobs))
+	wm, err := b.runWarm(t, b.env, smallRow.scenario, b.smallDigest, cache, smallCount*smallSize, "--jobs", strconv.Itoa(warmJobs))
 	if err != nil {
 		b.notRun(smallRow, err.Error())
 	} else {
@@ -59,7 +59,7 @@ func (b *bench) warm(t *testing.T) {
 	cache = t.TempDir()
 	dropCaches(t)
 	b.warmServer(t, b.bigObj())
-	wb, err := b.runWarm(t, bigRow.scenario, b.bigDigest, cache, bigSize, "--cache-disk", "4GiB")
+	wb, err := b.runWarm(t, b.env, bigRow.scenario, b.bigDigest, cache, bigSize, "--cache-disk", "4GiB")
 	if err != nil {
 		b.notRun(bigRow, err.Error())
 		return
@@ -76,12 +76,13 @@ func (b *bench) warm(t *testing.T) {
 }
 
 // runWarm runs `pinfs warm DIGEST --store --cache-dir cache --quiet extra…`
-// as a measurement of bytes and returns it (reader CPU = the warm process).
-func (b *bench) runWarm(t *testing.T, name, digest, cache string, bytes int64, extra ...string) (measure, error) {
+// with env as a measurement of bytes and returns it (reader CPU = the warm
+// process).
+func (b *bench) runWarm(t *testing.T, env []string, name, digest, cache string, bytes int64, extra ...string) (measure, error) {
 	t.Helper()
 	args := append([]string{"warm", digest, "--store", storeURL, "--cache-dir", cache, "--quiet"}, extra...)
 	s0 := b.sample(0)
-	r := run(10*time.Minute, b.env, b.bin, args...)
+	r := run(10*time.Minute, env, b.bin, args...)
 	if r.err != nil {
 		err := fmt.Errorf("pinfs warm failed: %v: %s", r.err, firstLine(r.stderr))
 		b.note("%s: %v", name, err)

@@ -277,14 +277,18 @@ func (s *Server) Client(t testing.TB) *s3.Client {
 // idle connections per host (net/http keeps 2, which churns connections
 // under parallel GETs) and checksums only where S3 requires them, as
 // pinfs's own client (store/s3store) is configured.
-func (s *Server) RawClient() *s3.Client {
+func (s *Server) RawClient() *s3.Client { return s.RawClientAt(s.Endpoint) }
+
+// RawClientAt is RawClient sending its requests to endpoint instead, such
+// as a proxy in front of the server (the bench's shaping proxy).
+func (s *Server) RawClientAt(endpoint string) *s3.Client {
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.MaxIdleConns = 256
 		tr.MaxIdleConnsPerHost = 64
 	})
 	return s3.New(s3.Options{
 		Region:                     s.Region,
-		BaseEndpoint:               aws.String(s.Endpoint),
+		BaseEndpoint:               aws.String(endpoint),
 		UsePathStyle:               true,
 		Credentials:                credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
 		HTTPClient:                 hc,
