@@ -84,8 +84,14 @@ func validSignature(r *http.Request) bool {
 
 func setup(t *testing.T) (*Proxy, *s3.Client, chan string) {
 	t.Helper()
+	return setupShaped(t, Shape{})
+}
+
+// setupShaped is setup with the proxy shaped by s.
+func setupShaped(t *testing.T, s Shape) (*Proxy, *s3.Client, chan string) {
+	t.Helper()
 	up, seen := upstream(t)
-	p, err := New(up.URL, Options{AccessKey: access, SecretKey: secret, Region: region})
+	p, err := New(up.URL, Options{AccessKey: access, SecretKey: secret, Region: region, Shape: s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // TestPacerSchedule: a pacer lets n bytes through by start + n/rate,
@@ -149,17 +145,7 @@ func TestShapePacesResponsesIndependently(t *testing.T) {
 // bit is flipped once, a cut body is cut where it should be, and the rest
 // of the body is intact.
 func TestShapeKeepsFaults(t *testing.T) {
-	up, _ := upstream(t)
-	p, err := New(up.URL, Options{AccessKey: access, SecretKey: secret, Region: region, Shape: Shape{Latency: 5 * time.Millisecond, Rate: 10e6}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	c := s3.New(s3.Options{
-		Region: region, BaseEndpoint: aws.String(p.URL()), UsePathStyle: true,
-		Credentials:      credentials.NewStaticCredentialsProvider(access, secret, ""),
-		RetryMaxAttempts: 1,
-	})
+	p, c, _ := setupShaped(t, Shape{Latency: 5 * time.Millisecond, Rate: 10e6})
 	p.Inject(Rule{Fault: FlipBitAt(9000), Times: 1})
 	_, b, err := get(t.Context(), c, "v1", "")
 	want := bytes.Clone(objects["v1"])
