@@ -39,9 +39,9 @@ func TestShapeFromEnv(t *testing.T) {
 // help line, quoted or not.
 func TestReadaheadDefault(t *testing.T) {
 	for line, want := range map[string]int64{
-		`      --readahead-budget size   in-flight readahead of the mount (default 512MiB)`:   512 << 20,
-		`      --readahead-budget size   in-flight readahead of the mount (default "1GiB")`:   1 << 30,
-		`      --readahead-budget size   in-flight readahead (e.g. 2G) (default 64M)`:          64 << 20,
+		`      --readahead-budget size   in-flight readahead of the mount (default 512MiB)`:  512 << 20,
+		`      --readahead-budget size   in-flight readahead of the mount (default "1GiB")`:  1 << 30,
+		`      --readahead-budget size   in-flight readahead (e.g. 2G) (default 64M)`:        64 << 20,
 		`      --readahead-budget size   in-flight readahead of the mount (default 1048576)`: 1 << 20,
 	} {
 		m := defaultRE.FindStringSubmatch(line)

@@ -196,6 +196,7 @@ func (b *bench) shaped(t *testing.T) {
 		s3fs:   s3fsConf{url: url, parallel: s3fsShapedParallel, multipart: s3fsShapedMultipart}}
 	sh.setupMulti(t)
 	cpu0, _ := procCPU(pid)
+	first := len(b.cpu)
 	t.Run("first-4KiB", sh.firstBytes)
 	t.Run("16-readers", sh.multiReaders)
 	t.Run("1GiB-sequential", sh.bigRows)
@@ -203,8 +204,12 @@ func (b *bench) shaped(t *testing.T) {
 	t.Run("shuffled", sh.shuffledRow)
 	t.Run("warm", sh.warmRows)
 	cpu1, _ := procCPU(pid)
-	b.note("shaped: the section took %s, setup of its 16 × 256 MiB included; the shaping proxy used %.1f CPU s in its rows",
-		time.Since(start).Round(time.Second), cpu1-cpu0)
+	var read int64 // what the clients read through the proxy, about what it forwarded
+	for _, m := range b.cpu[first:] {
+		read += max(m.bytes, 0)
+	}
+	b.note("shaped: the section took %s, setup of its 16 × 256 MiB included; the shaping proxy used %.1f CPU s in its rows, "+
+		"%s s per GB the clients read through it (%.1f GB)", time.Since(start).Round(time.Second), cpu1-cpu0, perGB(cpu1-cpu0, read), float64(read)/1e9)
 	b.note("shaped: s3fs as in the loopback rows but through the proxy with parallel_count=%d,multipart_size=%d.",
 		s3fsShapedParallel, s3fsShapedMultipart)
 }
