@@ -210,7 +210,12 @@ func (b *bench) shaped(t *testing.T) {
 	}
 	b.note("shaped: the section took %s, setup of its 16 × 256 MiB included; the shaping proxy used %.1f CPU s in its rows, "+
 		"%s s per GB the clients read through it (%.1f GB)", time.Since(start).Round(time.Second), cpu1-cpu0, perGB(cpu1-cpu0, read), float64(read)/1e9)
-	b.note("shaped: s3fs as in the loopback rows but through the proxy with parallel_count=%d,multipart_size=%d.",
+	b.note("shaped: s3fs as in the loopback rows but through the proxy with parallel_count=%d,multipart_size=%d. "+
+		"pinfs mounts with the bench's usual flags only (fresh --cache-dir; --cache-mem 256MiB where named), through the proxy for the store too; "+
+		"the raw client is the loopback rows' client (64 idle conns per host) pointed at the proxy. "+
+		"Cold rows drop the page cache and warm the server's files as the loopback rows do; the first-4KiB and 16-reader rows use a new mount "+
+		"that has read none of the members (no drop needed) after warming the server's files. The proxy adds its latency after versitygw's "+
+		"response headers arrive and paces each body in 64 KiB chunks, each sent no sooner than start + bytes/rate.",
 		s3fsShapedParallel, s3fsShapedMultipart)
 }
 
