@@ -87,3 +87,43 @@ func BenchmarkGetOverhead(b *testing.B) {
 	b.ReportMetric(float64(cpu[1].Nanoseconds())/n/1e3, "store-cpu-µs/get")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "store/raw-cpu")
 }
+
+// BenchmarkGetFreshGoroutine is ReadRange of a 256 KiB member from a new
+// goroutine each time, as store/blocks fetches: with the Client's workers
+// (the SDK call runs on a goroutine whose stack has grown already) and
+// without (the caller's new goroutine grows its stack on every GET).
+func BenchmarkGetFreshGoroutine(b *testing.B) {
+	const size = 256 << 10
+	_, c := newFake(b)
+	canned := cannedGET{body: make([]byte, size)}
+	obj, err := store.NewVersion("bucket", "key", "v1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	api := s3.New(c.api.Options(), func(o *s3.Options) { o.HTTPClient = canned })
+	for _, tc := range []struct {
+		name string
+		c    *Client
+	}{{"workers", &Client{api: api, workers: newWorkers()}}, {"no-workers", &Client{api: api}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c0 := cpuTime()
+			for b.Loop() {
+				done := make(chan error, 1)
+				go func() {
+					buf := make([]byte, 64<<10)
+					r, err := tc.c.ReadRange(context.Background(), obj, 0, size)
+					if err == nil {
+						_, err = drain(r, buf)
+						r.Close()
+					}
+					done <- err
+				}()
+				if err := <-done; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N)/1e3, "cpu-µs/get")
+		})
+	}
+}

@@ -57,7 +57,8 @@ var (
 // Client reads S3 member objects by version and lists versioned buckets.
 // It is safe for concurrent use.
 type Client struct {
-	api *s3.Client
+	api     *s3.Client
+	workers *workers // runs member GETs (workers.go)
 
 	// ListParallel bounds how many sub-prefixes ListCurrent lists at once:
 	// 0 means DefaultListParallel, 1 a sequential listing. Set it before
@@ -123,7 +124,7 @@ func NewClient(ctx context.Context) (*Client, error) {
 	api := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.UsePathStyle = pathStyle
 	})
-	return &Client{api: api}, nil
+	return &Client{api: api, workers: newWorkers()}, nil
 }
 
 // credentialsSource is the SDK's credential chain (cached) with its

@@ -67,7 +67,9 @@ func (c *Client) getVersion(ctx context.Context, v version, rng string) (*s3.Get
 		in.Range = aws.String(rng)
 		opts = append(opts, oneAttempt)
 	}
-	out, err := c.api.GetObject(ctx, in, opts...)
+	var out *s3.GetObjectOutput
+	var err error
+	c.workers.do(func() { out, err = c.api.GetObject(ctx, in, opts...) })
 	if err != nil {
 		return nil, mapErr("get", v.String(), err)
 	}
