@@ -40,6 +40,27 @@ func BenchmarkDiskPut(b *testing.B) {
 	}
 }
 
+// BenchmarkDiskPutSmall writes distinct 256 KiB blocks (the one block of
+// a small member) into a tier with room for all of them, in small
+// batches, as 16 readers of small files do: the cost per file of the disk
+// tier's write path, without eviction.
+func BenchmarkDiskPutSmall(b *testing.B) {
+	const size = 256 << 10
+	d := openDisk(b, b.TempDir(), 1<<40)
+	data := make([]byte, size)
+	b.SetBytes(size)
+	defer reportCPU(b)()
+	for i := 0; b.Loop(); i++ {
+		if err := d.Put(key(i, 0), data); err != nil {
+			b.Fatal(err)
+		}
+		if i%4 == 3 {
+			d.Flush()
+		}
+	}
+	d.Flush()
+}
+
 // BenchmarkDiskGet reads 1 MiB blocks back from the tier (page cache), as
 // a remount on a warm cache directory does.
 func BenchmarkDiskGet(b *testing.B) {

@@ -16,8 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tmpPrefix starts the name of a block file that is still being written.
-// Such a file is never read, and a scan removes any left over by a crash.
+// tmpPrefix starts the name of a block file that is still being written
+// where O_TMPFILE is not available (diskfile.go). Such a file is never
+// read, and a scan removes any left over by a crash.
 const tmpPrefix = ".tmp-"
 
 // The directory's totals, "<bytes> <blocks>", are kept in the extended
@@ -50,11 +51,13 @@ const (
 // queueWait for room (so a stream faster than the disk slows its own
 // fetches down instead of leaving holes in the cache), then drops the block
 // and counts it (DiskStats.Dropped); Flush waits for the writes queued before
-// it, and Close flushes. The writer writes each block to a temporary file
-// in the block's directory and renames it, so no partial block is ever
-// visible under a block's name. Data is not fsynced: after a crash a block
-// may be empty or torn, which verification catches. The layout on disk is
-// the one earlier versions wrote and read.
+// it, and Close flushes. The writer writes each block to an unnamed file
+// (O_TMPFILE) in the block's directory and links it under the block's
+// name once it is whole, or, where the file system has no O_TMPFILE, to a
+// temporary file that it renames (diskfile.go), so no partial block is
+// ever visible under a block's name. Data is not fsynced: after a crash a
+// block may be empty or torn, which verification catches. The layout on
+// disk is the one earlier versions wrote and read.
 //
 // # Shared accounting
 //
@@ -93,6 +96,7 @@ type Disk struct {
 
 	hits, misses, evictions, writes, removed, writeErrors, dropped atomic.Int64
 	warned                                                         atomic.Bool
+	noTmpfile                                                      atomic.Bool // the directory cannot take O_TMPFILE files (diskfile.go)
 
 	// The write-behind queue (diskwriter.go). wmu guards the fields
 	// below it; wcond signals a change of fifo, done or closing. A writer
@@ -315,30 +319,6 @@ func (d *Disk) Put(k Key, b []byte) error {
 		d.dropped.Add(1)
 	}
 	return nil
-}
-
-// writeTemp writes b to a new temporary file in dir and returns its name.
-// The directory is made only when the create fails for want of it.
-func writeTemp(dir string, b []byte) (string, error) {
-	f, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", err
-		}
-		f, err = os.CreateTemp(dir, tmpPrefix+"*")
-	}
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
 }
 
 // writeFailed counts a Put of k that failed with err, logs the first, and

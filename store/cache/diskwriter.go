@@ -10,7 +10,7 @@ import (
 // Write-behind. Put hands a block to the Disk's writer goroutine and
 // returns: the read path never waits for a file create, a rename or the
 // directory's lock. The writer takes what is queued in batches, writes
-// each block to a temporary file, then renames the whole batch into place
+// each block to an unnamed file, then names the whole batch
 // and updates the directory's totals under one hold of the lock.
 
 const (
@@ -172,9 +172,9 @@ func (d *Disk) writer() {
 }
 
 // writeBatch writes the blocks of batch that are not in the directory yet
-// to temporary files, then renames them into place under one hold of the
-// directory's lock, evicting as needed. Failures are counted and logged
-// once, as a synchronous Put's were.
+// to unnamed or temporary files (diskfile.go), then names them under one
+// hold of the directory's lock, evicting as needed. Failures are counted
+// and logged once, as a synchronous Put's were.
 func (d *Disk) writeBatch(batch []*pending) {
 	if d.lock == nil {
 		for _, p := range batch {
@@ -182,8 +182,9 @@ func (d *Disk) writeBatch(batch []*pending) {
 		}
 		return
 	}
-	tmps := make([]string, len(batch))
+	files := make([]staged, len(batch))
 	for i, p := range batch {
+		files[i] = staged{fd: -1}
 		final := d.path(p.k)
 		if _, err := os.Lstat(final); err == nil {
 			now := time.Now()
@@ -193,22 +194,27 @@ func (d *Disk) writeBatch(batch []*pending) {
 		if !d.stillQueued(p) {
 			continue
 		}
-		tmp, err := writeTemp(filepath.Dir(final), p.b)
+		s, err := d.stage(filepath.Dir(final), p.b)
 		if err != nil {
 			d.writeFailed(p.k, err)
 			continue
 		}
-		tmps[i] = tmp
+		files[i] = s
 	}
-	wrote := make([]bool, len(batch))
+	// wrote: named and counted; gone: the staged file no longer needs
+	// discarding (place consumed it).
+	wrote, gone := make([]bool, len(batch)), make([]bool, len(batch))
 	err := d.locked(func(t *totals) error {
 		for i, p := range batch {
-			if tmps[i] == "" || !d.stillQueued(p) {
+			s := files[i]
+			if s.empty() || !d.stillQueued(p) {
 				continue
 			}
 			final := d.path(p.k)
-			if _, err := os.Lstat(final); err == nil {
-				continue // another process wrote it meanwhile
+			if s.fd < 0 {
+				if _, err := os.Lstat(final); err == nil {
+					continue // another process wrote it meanwhile
+				}
 			}
 			n := int64(len(p.b))
 			if !t.ok || t.bytes+n > d.limit {
@@ -216,21 +222,27 @@ func (d *Disk) writeBatch(batch []*pending) {
 					return err
 				}
 			}
-			if err := os.Rename(tmps[i], final); err != nil {
+			placed, err := d.place(s, final, p.b)
+			gone[i] = s.fd >= 0 || err == nil
+			if err != nil {
 				return err
 			}
-			t.bytes += n
-			t.blocks++
-			wrote[i] = true
-			d.writes.Add(1)
+			if placed {
+				t.bytes += n
+				t.blocks++
+				wrote[i] = true
+				d.writes.Add(1)
+			}
 		}
 		return nil
 	})
 	for i, p := range batch {
-		if tmps[i] == "" || wrote[i] {
+		if files[i].empty() || wrote[i] {
 			continue
 		}
-		os.Remove(tmps[i])
+		if !gone[i] {
+			files[i].discard()
+		}
 		if err != nil {
 			d.writeFailed(p.k, err)
 		}
