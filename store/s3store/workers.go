@@ -28,7 +28,8 @@ type workers struct {
 	mu   sync.Mutex
 	idle int
 
-	started atomic.Int64 // workers started, for tests
+	idleFor time.Duration // workerIdle; a test's shorter
+	started atomic.Int64  // workers started, for tests
 }
 
 // call is one function for a worker and the channel it closes when the
@@ -41,7 +42,7 @@ type call struct {
 // workerIdle is how long an idle worker waits for another call.
 const workerIdle = 10 * time.Second
 
-func newWorkers() *workers { return &workers{work: make(chan call)} }
+func newWorkers() *workers { return &workers{work: make(chan call), idleFor: workerIdle} }
 
 // do runs f on an idle worker, or on a new one, and returns when f has
 // returned. The caller's context is f's business: do itself never waits
@@ -52,13 +53,7 @@ func (w *workers) do(f func()) {
 		return
 	}
 	c := call{f, make(chan struct{})}
-	w.mu.Lock()
-	claimed := w.idle > 0
-	if claimed {
-		w.idle--
-	}
-	w.mu.Unlock()
-	if claimed {
+	if w.claim() {
 		w.work <- c
 	} else {
 		w.started.Add(1)
@@ -67,11 +62,23 @@ func (w *workers) do(f func()) {
 	<-c.done
 }
 
+// claim takes one idle worker off the count and reports whether there was
+// one.
+func (w *workers) claim() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle == 0 {
+		return false
+	}
+	w.idle--
+	return true
+}
+
 // loop runs c, then the calls handed to it, until it has been idle for
-// workerIdle. It counts itself idle before it says a call is done, so
+// idleFor. It counts itself idle before it says a call is done, so
 // that a caller that makes its next call at once finds it.
 func (w *workers) loop(c call) {
-	t := time.NewTimer(workerIdle)
+	t := time.NewTimer(w.idleFor)
 	defer t.Stop()
 	for {
 		c.f()
@@ -79,19 +86,13 @@ func (w *workers) loop(c call) {
 		w.idle++
 		w.mu.Unlock()
 		close(c.done)
-		t.Reset(workerIdle)
+		t.Reset(w.idleFor)
 		select {
 		case c = <-w.work:
 			continue
 		case <-t.C:
 		}
-		w.mu.Lock()
-		leave := w.idle > 0
-		if leave {
-			w.idle--
-		}
-		w.mu.Unlock()
-		if leave {
+		if w.claim() { // unclaimed: no call is on its way
 			return
 		}
 		c = <-w.work // a call claimed this worker as it timed out

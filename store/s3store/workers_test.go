@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -55,5 +56,35 @@ func TestWorkersNil(t *testing.T) {
 	w.do(func() { ran = true })
 	if !ran {
 		t.Fatal("a nil *workers did not run the call")
+	}
+}
+
+// TestWorkersIdleExit: workers that time out while calls come in leave
+// none of them waiting: every call runs, and idle workers exit.
+func TestWorkersIdleExit(t *testing.T) {
+	w := newWorkers()
+	w.idleFor = time.Millisecond
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 200 {
+				w.do(func() { ran.Add(1) })
+				if (i+j)%7 == 0 {
+					time.Sleep(time.Millisecond) // let some workers time out
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := ran.Load(); n != 8*200 {
+		t.Fatalf("ran %d calls, want %d", n, 8*200)
+	}
+	time.Sleep(100 * time.Millisecond)
+	w.mu.Lock()
+	idle := w.idle
+	w.mu.Unlock()
+	if idle != 0 {
+		t.Fatalf("%d workers still idle %v after the last call, want all gone", idle, 100*time.Millisecond)
 	}
 }
