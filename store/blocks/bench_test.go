@@ -42,7 +42,7 @@ func BenchmarkReadAtWarm(b *testing.B) {
 func BenchmarkReadAtCold(b *testing.B) {
 	e := newEnv(b)
 	e.store.Quiet = true
-	r := e.reader(Config{Readahead: -1})
+	r := e.reader(Config{ReadaheadMax: -1})
 	m := e.member(64 * BlockSize)
 	p := make([]byte, BlockSize)
 	ctx := context.Background()

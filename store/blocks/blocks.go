@@ -64,8 +64,9 @@ type Reader struct {
 	seq    *lru.Cache[b3.Sum, *seqState]
 	closed bool
 
-	// ahead holds one token per readahead flight in progress.
-	ahead chan struct{}
+	// budget holds the blocks readahead and Warm requested and that have
+	// not been read yet.
+	budget *budget
 
 	st counters
 }
@@ -81,20 +82,33 @@ func New(cfg Config) (*Reader, error) {
 		disk:  cfg.Disk,
 		obs:   lru.New[b3.Sum](cfg.OutboardBytes, func(ob []byte) int64 { return int64(len(ob)) }),
 		seq:   lru.New[b3.Sum](maxSeq, func(*seqState) int64 { return 1 }),
-		ahead: make(chan struct{}, max(cfg.Readahead, 1)),
 		lim:   newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 		fails: newFailures(),
 	}
-	// The front keeps the last blocks loaded, two windows' worth, so that
-	// readahead is never lost to the memory tier's admission policy.
-	front := 2 * int64(max(cfg.Readahead, 0)+cfg.SpanBlocks) * BlockSize
+	held, front := budgetShares(&cfg)
 	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(front))
 	if err != nil {
 		return nil, err
 	}
 	r.mem = m
+	r.budget = newBudget(held, m.Has)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
+}
+
+// budgetShares splits cfg's readahead budget (budget.go) into the bytes
+// requested and not yet read that readahead and Warm may hold, and the
+// memory tier's front, which keeps the last blocks loaded so that a block
+// read ahead is not lost to the memory tier's admission policy before its
+// reader comes. The front is at least two runs of a miss, also without
+// readahead.
+func budgetShares(cfg *Config) (held, front int64) {
+	held = cfg.ReadaheadBudget / heldShare
+	front = max(cfg.ReadaheadBudget-held, 2*int64(cfg.SpanBlocks)*BlockSize)
+	if cfg.aheadBlocks() == 0 {
+		front = 2 * int64(cfg.SpanBlocks) * BlockSize
+	}
+	return held, front
 }
 
 // maxGap is the largest gap between two requests of a Reader while the
@@ -215,6 +229,7 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 			r.st.bytesServed.Add(int64(got))
 			return vs, got, err
 		}
+		r.budget.release(key(m, i))
 		bo := i * BlockSize
 		v := b[max(off, bo)-bo : min(end, bo+int64(len(b)))-bo]
 		vs = append(vs, v)

@@ -71,7 +71,7 @@ func TestReadAtRandom(t *testing.T) {
 	e := newEnv(t)
 	for _, cfg := range []Config{
 		{MemBytes: 64 << 20},
-		{MemBytes: 0, Readahead: -1},
+		{MemBytes: 0, ReadaheadMax: -1},
 		{MemBytes: 2 << 20, Disk: diskDir(t, t.TempDir(), 3<<20)},
 	} {
 		r := e.reader(cfg)
@@ -178,7 +178,7 @@ func corruptAt(obj store.Object, off int64, k int) func(request, int) fault {
 func TestNetworkCorruptionOnce(t *testing.T) {
 	e := newEnv(t)
 	disk := diskDir(t, t.TempDir(), 64<<20)
-	r := e.reader(Config{MemBytes: 64 << 20, Disk: disk, Readahead: -1})
+	r := e.reader(Config{MemBytes: 64 << 20, Disk: disk, ReadaheadMax: -1})
 	m := e.member(3*BlockSize + 5)
 	e.store.Faults = corruptAt(m.Object, BlockSize, 1)
 	e.readAll(r, m, 128<<10)
@@ -197,7 +197,7 @@ func TestNetworkCorruptionOnce(t *testing.T) {
 func TestNetworkCorruptionTwice(t *testing.T) {
 	e := newEnv(t)
 	disk := diskDir(t, t.TempDir(), 64<<20)
-	r := e.reader(Config{MemBytes: 64 << 20, Disk: disk, Readahead: -1})
+	r := e.reader(Config{MemBytes: 64 << 20, Disk: disk, ReadaheadMax: -1})
 	m := e.member(3*BlockSize + 5)
 	other := e.member(2 * BlockSize)
 	e.store.Faults = corruptAt(m.Object, BlockSize, 2)
@@ -339,7 +339,7 @@ func TestDiskBudget(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	const limit = 3*BlockSize + BlockSize/2
-	r := e.reader(Config{MemBytes: 2 << 20, Disk: diskDir(t, dir, limit), Readahead: -1})
+	r := e.reader(Config{MemBytes: 2 << 20, Disk: diskDir(t, dir, limit), ReadaheadMax: -1})
 	for range 3 {
 		e.readAll(r, e.member(5*BlockSize), 256<<10)
 	}
@@ -387,7 +387,7 @@ func TestDiskSkipsLargeStreams(t *testing.T) {
 		t.Fatalf("stats %+v; want 10 blocks verified, 4 written", st)
 	}
 	// A random read of the large member (not a stream) is written.
-	r2 := e.reader(Config{MemBytes: 2 << 20, Disk: disk, Readahead: -1})
+	r2 := e.reader(Config{MemBytes: 2 << 20, Disk: disk, ReadaheadMax: -1})
 	readAt(t, r2, large, e.data[large.Digest], 4*BlockSize+7, 100)
 	r2.Close() // waits for the flight's disk write
 	if !disk.Has(cache.Key{Digest: large.Digest, Index: 4}) {
@@ -397,7 +397,7 @@ func TestDiskSkipsLargeStreams(t *testing.T) {
 
 func TestNotFound(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(2 * BlockSize)
 	delete(e.store.objs, m.Object) // the pinned version was deleted
 	_, err := r.ReadAt(context.Background(), m, make([]byte, 10), 0)
@@ -442,7 +442,7 @@ var errServer = errors.New("503 SlowDown")
 
 func TestTransientErrorsRetried(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(BlockSize + 10)
 	e.store.Faults = func(q request, seen int) fault {
 		if seen < 3 {
@@ -481,7 +481,7 @@ func TestRetriesExhausted(t *testing.T) {
 
 func TestShortBodyResumed(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(2*BlockSize + 10)
 	const cut = 300000
 	e.store.Faults = func(q request, seen int) fault {
@@ -499,7 +499,7 @@ func TestStallCutOff(t *testing.T) {
 	for _, hang := range []bool{false, true} {
 		t.Run(fmt.Sprintf("headers=%v", !hang), func(t *testing.T) {
 			e := newEnv(t)
-			r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, StallTimeout: 50 * time.Millisecond})
+			r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, StallTimeout: 50 * time.Millisecond})
 			m := e.member(BlockSize)
 			const cut = 4000
 			e.store.Faults = func(q request, seen int) fault {
@@ -534,7 +534,7 @@ func TestStallCutOff(t *testing.T) {
 // goes on and serves the other reader.
 func TestCanceledReader(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(BlockSize)
 	release := make(chan struct{})
 	e.store.Faults = func(request, int) fault { return fault{Wait: release} }
@@ -590,7 +590,7 @@ func TestBadCachedOutboardHeals(t *testing.T) {
 			}
 			e.obs.bad[m.Digest] = true
 			e.obs.calls = nil
-			r := e.reader(Config{MemBytes: 8 << 20, Disk: diskDir(t, dir, 64<<20), Readahead: -1})
+			r := e.reader(Config{MemBytes: 8 << 20, Disk: diskDir(t, dir, 64<<20), ReadaheadMax: -1})
 			e.readAll(r, m, BlockSize)
 			if plain, fresh := e.obs.ncalls(); plain != 1 || fresh != 1 {
 				t.Fatalf("outboard loads %d plain, %d fresh; want 1, 1", plain, fresh)
@@ -639,7 +639,7 @@ func (s *slowReporter) Report(ctx context.Context, ev Event) error {
 
 func TestReadahead(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 1})
+	r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 4 * BlockSize, SpanBlocks: 1})
 	m := e.member(12 * BlockSize)
 	src := e.data[m.Digest]
 	// Reading blocks 0 and 1 in order prefetches block 1, then 2 and 3.
@@ -653,7 +653,7 @@ func TestReadahead(t *testing.T) {
 
 	// Random access prefetches nothing.
 	e2 := newEnv(t)
-	r2 := e2.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 1})
+	r2 := e2.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 4 * BlockSize, SpanBlocks: 1})
 	m2 := e2.member(12 * BlockSize)
 	for _, i := range []int64{5, 2, 9, 7, 3} {
 		readAt(t, r2, m2, e2.data[m2.Digest], i*BlockSize+10, 100)
@@ -665,7 +665,7 @@ func TestReadahead(t *testing.T) {
 
 	// A sequential scan of the whole member fetches every block once.
 	e3 := newEnv(t)
-	r3 := e3.reader(Config{MemBytes: 64 << 20, Readahead: 4})
+	r3 := e3.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 4 * BlockSize})
 	m3 := e3.member(12*BlockSize + 77)
 	e3.readAll(r3, m3, 128<<10)
 	r3.Close()
@@ -709,7 +709,7 @@ func TestClose(t *testing.T) {
 // fetched again on its own and healed.
 func TestSpans(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 8 * BlockSize, SpanBlocks: 4})
 	m := e.member(16*BlockSize + 7)
 	e.store.Faults = func(q request, seen int) fault {
 		// The first span that covers block 6 delivers it damaged.
@@ -744,7 +744,7 @@ func TestSpans(t *testing.T) {
 // served from memory are.
 func TestMemHitsCountServedBlocks(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 4, SpanBlocks: 4})
+	r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 4 * BlockSize, SpanBlocks: 4})
 	m := e.member(4 * BlockSize)
 	p := make([]byte, BlockSize)
 	if _, err := r.ReadAt(context.Background(), m, p, 2*BlockSize); err != nil {

@@ -60,14 +60,37 @@ type Config struct {
 	// load that runs out of time fails with ErrReadTimeout and a
 	// "fetch_failed" event.
 	ReadTimeout time.Duration
-	// Readahead is the most blocks read ahead of a sequential reader, the
-	// most readahead flights at once, and the most blocks Warm has in
-	// flight (default 16; < 0 disables readahead).
-	Readahead int
+	// ReadaheadMax is the most bytes read ahead of a sequential reader:
+	// its window starts at one block and doubles with every read that
+	// goes on sequentially, up to this (default 128 MiB, rounded down to
+	// whole blocks, at least one); it is also the most bytes Warm has in
+	// flight for one member. < 0 disables readahead.
+	ReadaheadMax int64
+	// ReadaheadBudget bounds the memory of all readahead and Warm of the
+	// Reader (default 512 MiB): a third of it for bytes requested ahead
+	// and not yet read (in flight, or loaded and waiting for their
+	// reader), the rest for the memory tier's front, which keeps the
+	// blocks loaded until they are read (see budget.go).
+	ReadaheadBudget int64
 	// SpanBlocks is the most consecutive blocks a sequential reader's
 	// miss asks for in one request (default 8: one 8 MiB request, as fast
 	// as the best raw GETs here; 1 disables runs of more than one block).
 	SpanBlocks int
+}
+
+// The defaults of Config.ReadaheadMax and Config.ReadaheadBudget.
+const (
+	DefaultReadaheadMax    = 128 << 20
+	DefaultReadaheadBudget = 512 << 20
+)
+
+// aheadBlocks returns the largest readahead window in blocks (0: no
+// readahead).
+func (c *Config) aheadBlocks() int64 {
+	if c.ReadaheadMax < 0 {
+		return 0
+	}
+	return max(c.ReadaheadMax/BlockSize, 1)
 }
 
 func (c *Config) setDefaults() {
@@ -83,8 +106,11 @@ func (c *Config) setDefaults() {
 	def(&c.MaxBackoff, 5*time.Second)
 	def(&c.StallTimeout, 30*time.Second)
 	def(&c.ReadTimeout, 60*time.Second)
-	if c.Readahead == 0 {
-		c.Readahead = 16
+	if c.ReadaheadMax == 0 {
+		c.ReadaheadMax = DefaultReadaheadMax
+	}
+	if c.ReadaheadBudget <= 0 {
+		c.ReadaheadBudget = DefaultReadaheadBudget
 	}
 	if c.SpanBlocks <= 0 {
 		c.SpanBlocks = 8

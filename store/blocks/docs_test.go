@@ -28,7 +28,7 @@ func TestDocsNumbers(t *testing.T) {
 		re   string
 		want int64
 	}{
-		{"readahead window (blocks)", `doubles\s+up\s+to\s+(\d+)\s+blocks`, int64(r.cfg.Readahead)},
+		{"readahead window (blocks)", `doubles\s+up\s+to\s+(\d+)\s+blocks`, r.cfg.aheadBlocks()},
 		{"memory tier front (MiB)", `loaded\s+\((\d+)\s+MiB\s+by\s+default`, r.mem.FrontLimit() >> 20},
 		{"read timeout (s)", "`--read-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.ReadTimeout / time.Second)},
 		{"stall timeout (s)", "`--stall-timeout`\\s+\\(default\\s+(\\d+)\\s+s", int64(r.cfg.StallTimeout / time.Second)},

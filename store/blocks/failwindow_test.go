@@ -26,7 +26,7 @@ func (e *env) fetchFailed() int {
 // member whose first request waits for hold to be closed and then fails
 // with errServer; every later request is served.
 func (e *env) heldFailure() (*Reader, *Member, chan struct{}) {
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, Attempts: 1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, Attempts: 1})
 	m := e.member(BlockSize)
 	hold := make(chan struct{})
 	e.store.Faults = func(q request, seen int) fault {
@@ -44,7 +44,7 @@ func (e *env) heldFailure() (*Reader, *Member, chan struct{}) {
 // second round of requests, no second event, the same cause.
 func TestRetryableFailureFailsAtOnce(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
 	m := e.member(BlockSize)
 	e.store.Faults = func(request, int) fault { return fault{Err: errServer} }
 	p := make([]byte, 4096)
@@ -68,7 +68,7 @@ func TestRetryableFailureFailsAtOnce(t *testing.T) {
 // read gets the pinned bytes.
 func TestRetryableFailureWindowEnds(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, ReadTimeout: 300 * time.Millisecond, Backoff: 10 * time.Millisecond})
 	var skew atomic.Int64 // the failure memo's clock runs this far ahead
 	r.fails.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	m := e.member(BlockSize)
@@ -102,7 +102,7 @@ func TestRetryableFailureWindowEnds(t *testing.T) {
 // read asks the store and reports it, as before.
 func TestFinalFailureNotRemembered(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(BlockSize)
 	e.store.Faults = func(request, int) fault { return fault{Err: store.ErrNotFound} }
 	for k := 1; k <= 2; k++ {
@@ -153,7 +153,7 @@ func TestInterruptedReadRemembersNothing(t *testing.T) {
 func TestFreshFlightEndsByTheReadsDeadline(t *testing.T) {
 	e := newEnv(t)
 	const readTimeout = time.Second
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond, Attempts: 1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond, Attempts: 1})
 	m := e.member(BlockSize)
 	hold := make(chan struct{})
 	e.store.Faults = func(q request, seen int) fault {

@@ -232,7 +232,7 @@ func TestEventNotRecorded(t *testing.T) {
 	t.Run("network mismatch healed", func(t *testing.T) {
 		e := newEnv(t)
 		e.rec.failWith(errDiskFull)
-		r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+		r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 		m := e.member(3*BlockSize + 5)
 		e.store.Faults = corruptAt(m.Object, BlockSize, 1)
 		p := make([]byte, BlockSize)
@@ -254,7 +254,7 @@ func TestEventNotRecorded(t *testing.T) {
 	t.Run("span mismatch healed", func(t *testing.T) {
 		e := newEnv(t)
 		e.rec.failWith(errDiskFull)
-		r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+		r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 8 * BlockSize, SpanBlocks: 4})
 		m := e.member(8 * BlockSize)
 		e.store.Faults = func(q request, seen int) fault {
 			return fault{Corrupt: q.N > BlockSize && seen == 0}
@@ -301,7 +301,7 @@ func TestEventNotRecorded(t *testing.T) {
 		// again it is recorded, once, and the block reads.
 		e := newEnv(t)
 		e.rec.failWith(errDiskFull)
-		r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+		r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 8 * BlockSize, SpanBlocks: 4})
 		m := e.member(8 * BlockSize)
 		var bad int64
 		e.store.Faults = firstSpanCorrupt(m.Object, 0, &bad)
@@ -333,7 +333,7 @@ func TestEventNotRecorded(t *testing.T) {
 		r0.Close()
 		damageDiskBlock(t, dir, m, 1)
 		e.rec.failWith(errDiskFull)
-		r := e.reader(Config{MemBytes: 8 << 20, Disk: diskDir(t, dir, 64<<20), Readahead: -1})
+		r := e.reader(Config{MemBytes: 8 << 20, Disk: diskDir(t, dir, 64<<20), ReadaheadMax: -1})
 		_, err := r.ReadAt(context.Background(), m, make([]byte, 10), BlockSize)
 		if !errors.Is(err, ErrNotRecorded) {
 			t.Fatalf("ReadAt: %v; want ErrNotRecorded of a disk mismatch", err)
@@ -346,7 +346,7 @@ func TestEventNotRecorded(t *testing.T) {
 func TestOwedEventRecordedOnce(t *testing.T) {
 	e := newEnv(t)
 	e.rec.failWith(errDiskFull)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1})
 	m := e.member(2 * BlockSize)
 	e.store.Faults = corruptAt(m.Object, BlockSize, 1)
 	if _, err := r.ReadAt(context.Background(), m, make([]byte, 10), BlockSize); !errors.Is(err, ErrNotRecorded) {
@@ -439,7 +439,7 @@ func firstSpanCorrupt(obj store.Object, refetches int, bad *int64) func(request,
 // and reported once, after the refetch: as healed when it verifies.
 func TestSpanCorruptionOnceHealed(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 8 * BlockSize, SpanBlocks: 4})
 	m := e.member(8*BlockSize + 3)
 	var bad int64
 	e.store.Faults = firstSpanCorrupt(m.Object, 0, &bad)
@@ -468,7 +468,7 @@ func TestSpanCorruptionOnceHealed(t *testing.T) {
 // own, as no failure is remembered, and must not find a good copy.
 func TestSpanCorruptionTwiceFails(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 64 << 20, Readahead: 8, SpanBlocks: 4})
+	r := e.reader(Config{MemBytes: 64 << 20, ReadaheadMax: 8 * BlockSize, SpanBlocks: 4})
 	m := e.member(8 * BlockSize)
 	var bad int64
 	e.store.Faults = firstSpanCorrupt(m.Object, -1, &bad)
@@ -582,7 +582,7 @@ func TestStoreDownForever(t *testing.T) {
 func TestCutBodiesDoNotSpin(t *testing.T) {
 	const readTimeout = time.Second
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 8 << 20, Readahead: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
+	r := e.reader(Config{MemBytes: 8 << 20, ReadaheadMax: -1, ReadTimeout: readTimeout, Backoff: 10 * time.Millisecond})
 	m := e.member(BlockSize)
 	e.store.Faults = func(request, int) fault { return fault{Short: true, Cut: 10} }
 	start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -32,8 +33,8 @@ type runKind int
 
 const (
 	runRead  runKind = iota // a read that missed
-	runAhead                // readahead: needs a token, and is not a join
-	runWarm                 // Warm
+	runAhead                // readahead: needs room in the budget, and is not a join
+	runWarm                 // Warm: needs room in the budget too
 )
 
 // run is one flight: blocks first, first+1, ... of m, one per call, of
@@ -46,17 +47,18 @@ type run struct {
 	calls    []*lru.Call[[]byte]
 	q0, q1   int64
 	deadline time.Time
-	ahead    bool // holds a readahead token
 	disk     bool
 }
 
 // readahead is called by a read of blocks first..last of m before it
 // loads them. If the read is sequential (seqState.advance) it starts runs
-// over the blocks ahead, each at most once. Readahead flights never exceed
-// Config.Readahead at a time; blocks that find no free token are skipped,
-// not queued.
+// of up to Config.SpanBlocks blocks over the blocks ahead, in parallel,
+// each at most once. A run that finds no room in the budget is skipped,
+// not queued, and so are the runs after it: the next read asks for them
+// again.
 func (r *Reader) readahead(m *Member, first, last int64) {
-	if r.cfg.Readahead < 0 {
+	limit := r.cfg.aheadBlocks()
+	if limit == 0 {
 		return
 	}
 	nb := numBlocks(m.Size)
@@ -66,13 +68,17 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 		s = newSeq()
 		r.seq.Put(m.Digest, s)
 	}
-	from, to := s.advance(first, last, nb, int64(r.cfg.Readahead))
+	from, to := s.advance(first, last, nb, limit)
+	if w := s.window * BlockSize; w > r.st.windowMax.Load() {
+		r.st.windowMax.Store(w)
+	}
 	r.mu.Unlock()
 	disk := putOnDisk(true, m.Size, r.disk.Limit())
 	for i := from; i <= to; {
 		lo, hi := runBounds(i, int64(r.cfg.SpanBlocks), nb, from)
 		cs, first := r.startRun(m, i, lo, hi, runAhead, disk, time.Time{})
 		if cs == nil {
+			r.st.aheadSkipped.Add(1)
 			return
 		}
 		i = first + int64(len(cs))
@@ -96,7 +102,8 @@ func (r *Reader) sequential(m *Member) bool {
 // Otherwise it starts a flight over i and the blocks around it within
 // lo..hi that have no call and are in neither tier, asking the store for
 // them in one request (a block the disk tier holds is loaded alone). A
-// readahead run needs a free token: without one startRun returns nil.
+// readahead or Warm run first reserves room for lo..hi in the budget and
+// keeps it for the blocks it loads: without room startRun returns nil.
 // The run ends ReadTimeout after start (the read's start; zero: from
 // now).
 func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[[]byte], int64) {
@@ -107,11 +114,10 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, s
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
-	ahead := kind == runAhead
-	if ahead {
-		select {
-		case r.ahead <- struct{}{}:
-		default:
+	var reserved int64 // bytes of the budget not yet held by a block
+	if kind != runRead {
+		reserved = runBytes(m, lo, hi)
+		if !r.budget.take(reserved) {
 			r.wg.Done()
 			return nil, i
 		}
@@ -119,13 +125,13 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, s
 	c, own, onDisk := r.take(m, i)
 	if !own || isDone(c) { // joined, or i was in memory
 		switch {
-		case ahead:
-			<-r.ahead
+		case kind == runAhead:
 		case !own:
 			r.st.joined.Add(1)
 		default:
 			r.st.memHits.Add(1) // served from the call take ended
 		}
+		r.budget.give(reserved)
 		r.wg.Done()
 		return []*lru.Call[[]byte]{c}, i
 	}
@@ -133,7 +139,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, s
 		start = c.Started()
 	}
 	ru := &run{m: *m, first: i, calls: []*lru.Call[[]byte]{c}, q0: i, q1: i,
-		deadline: start.Add(r.cfg.ReadTimeout), ahead: ahead, disk: disk}
+		deadline: start.Add(r.cfg.ReadTimeout), disk: disk}
 	if onDisk {
 		ru.q0, ru.q1 = i+1, i // load it alone; no run around it
 	} else {
@@ -161,11 +167,32 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, s
 			ru.q1 = j
 		}
 	}
-	if ahead {
+	if kind == runRead {
+		go r.fly(ru)
+		return ru.calls, ru.first
+	}
+	if kind == runAhead {
 		r.st.readaheads.Add(1)
 	}
-	go r.fly(ru)
+	for j, cj := range ru.calls {
+		k := key(m, ru.first+int64(j))
+		_, n := blockRange(m, ru.first+int64(j))
+		r.budget.hold(k, n, cj)
+		reserved -= n
+	}
+	r.budget.give(reserved)
+	go func() {
+		r.fly(ru)
+		r.budget.failed(ru.first, ru.calls, func(i int64) cache.Key { return key(&ru.m, i) })
+	}()
 	return ru.calls, ru.first
+}
+
+// runBytes returns the bytes of blocks lo..hi of m.
+func runBytes(m *Member, lo, hi int64) int64 {
+	off, _ := blockRange(m, lo)
+	end, n := blockRange(m, hi)
+	return end + n - off
 }
 
 // take starts the call of block j of m for a run. own is false if j has a
@@ -210,9 +237,6 @@ func isDone(c *lru.Call[[]byte]) bool {
 // ended.
 func (r *Reader) fly(ru *run) {
 	defer r.wg.Done()
-	if ru.ahead {
-		defer func() { <-r.ahead }()
-	}
 	ctx, cancel := context.WithDeadline(r.ctx, ru.deadline)
 	defer cancel()
 	m := &ru.m

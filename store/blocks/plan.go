@@ -7,9 +7,17 @@ package blocks
 // maxSeq bounds the number of members whose read pattern is tracked.
 const maxSeq = 1024
 
-// seqState is the read pattern of one member (by digest): the last block
-// the previous read touched, the readahead window in blocks, and the
-// highest block readahead has covered.
+// reorder is the most blocks by which the reads of one sequential stream
+// may arrive out of order. The kernel reads a FUSE file ahead in requests
+// of max_read (1 MiB), many at once (fs: read_ahead_kb 8 MiB, 64
+// background requests), and go-fuse serves them on up to 16 goroutines
+// (one per core): the Reader may see block 9 before block 8, or 12 after
+// 14.
+const reorder = 16
+
+// seqState is the read pattern of one member (by digest): the highest
+// block of the stream read so far (last), the readahead window in blocks,
+// and the highest block readahead has covered.
 type seqState struct {
 	last, ahead int64
 	window      int64
@@ -21,21 +29,26 @@ func newSeq() *seqState { return &seqState{last: -1, ahead: -1} }
 
 // advance records a read of blocks first..last of a member of nblocks
 // blocks and returns the blocks to read ahead, from..to (none if from >
-// to). A read that starts in the block where the previous read ended, or
-// in the next one, and goes on into a new block is sequential: the window
-// doubles (1, 2, 4, ... up to limit) and the blocks after last within the
-// window that readahead has not covered yet are returned. A read that
-// stays in the previous read's block changes nothing; any other read
-// closes the window.
+// to). A read that starts in the stream's last block or the next one and
+// goes on into a new block is sequential: the window doubles (1, 2, 4, ...
+// up to limit) and the blocks after last within the window that readahead
+// has not covered yet are returned. Once the window is open, reads within
+// slack blocks of the last one (the window less one, at most reorder) are
+// of the same stream arriving out of order: one that starts that far
+// ahead still counts as sequential, one that stays behind or in the last
+// block changes nothing. Any other read is a jump: it closes the window,
+// and the stream starts again from it at one block.
 func (s *seqState) advance(first, last, nblocks, limit int64) (from, to int64) {
-	prev := s.last
-	s.last = last
+	head := s.last
+	slack := min(max(s.window-1, 0), reorder)
 	switch {
-	case (first == prev || first == prev+1) && last > prev:
+	case last > head && first >= head-slack && first <= head+1+slack:
+		s.last = last
 		s.window = min(max(1, 2*s.window), limit)
-	case first == prev && last == prev:
-		return 0, -1 // still in the same block: its readahead was started already
+	case last <= head && first >= head-slack:
+		return 0, -1 // behind the stream, or in its last block: readahead was started already
 	default:
+		s.last = last
 		s.window = 0
 		s.ahead = last
 	}

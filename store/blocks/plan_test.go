@@ -20,6 +20,18 @@ func TestSeqAdvance(t *testing.T) {
 		{"a read going backwards closes the window", []read{
 			{0, 1, 2, 2, 1}, {0, 0, 1, 0, 0},
 		}},
+		{"reads of an open stream arriving out of order keep the window", []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {4, 4, 7, 8, 4}, {3, 3, 0, -1, 4}, {5, 5, 9, 9, 4},
+		}},
+		{"a read ahead of the stream within the slack counts as sequential", []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {5, 5, 7, 9, 4}, {3, 3, 0, -1, 4}, {4, 4, 0, -1, 4},
+		}},
+		{"a read beyond the slack is a jump", []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {7, 7, 8, 7, 0}, {8, 8, 9, 9, 1},
+		}},
+		{"a read behind the slack is a jump", []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 3, 7, 7, 4}, {4, 4, 8, 8, 4}, {0, 0, 1, 0, 0},
+		}},
 		{"the window stops at the last block", []read{
 			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 10, 11, 11, 4},
 		}},

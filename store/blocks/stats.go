@@ -19,9 +19,21 @@ type Stats struct {
 	Mismatches     int64 // copies of block bytes that failed verification
 	OutboardLoads  int64 // outboards read through Config.Outboards
 	Readaheads     int64 // flights started by readahead
-	FreshFlights   int64 // loads started again for a read that joined a failed one
-	VersionMissing int64 // "version_missing" events
-	FetchFailed    int64 // "fetch_failed" events
+	// ReadaheadSkipped counts the times readahead stopped short for lack
+	// of room in the budget (the blocks are asked for again at the next
+	// read).
+	ReadaheadSkipped int64
+	// ReadaheadBudget is the most bytes readahead and Warm may have
+	// requested and not yet read (a third of Config.ReadaheadBudget; the
+	// memory tier's front, Mem.FrontLimit, is the rest), and
+	// ReadaheadBytes the bytes they have now.
+	ReadaheadBudget, ReadaheadBytes int64
+	// ReadaheadWindowMax is the largest readahead window any reader has
+	// reached, in bytes.
+	ReadaheadWindowMax int64
+	FreshFlights       int64 // loads started again for a read that joined a failed one
+	VersionMissing     int64 // "version_missing" events
+	FetchFailed        int64 // "fetch_failed" events
 	// EventsUnrecorded counts events the Reporter could not make durable
 	// when they happened; each failed the reads waiting for its flight and
 	// is owed to the next read of its block (a failed retry of an owed
@@ -34,7 +46,7 @@ type Stats struct {
 
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
-	mismatches, outboardLoads, readaheads, freshFlights,
+	mismatches, outboardLoads, readaheads, aheadSkipped, windowMax, freshFlights,
 	versionMissing, fetchFailed, eventsUnrecorded atomic.Int64
 }
 
@@ -53,6 +65,12 @@ func (r *Reader) Stats() Stats {
 		Mismatches:     r.st.mismatches.Load(),
 		OutboardLoads:  r.st.outboardLoads.Load(),
 		Readaheads:     r.st.readaheads.Load(),
+
+		ReadaheadSkipped:   r.st.aheadSkipped.Load(),
+		ReadaheadBudget:    r.budget.max,
+		ReadaheadBytes:     r.budget.bytes(),
+		ReadaheadWindowMax: r.st.windowMax.Load(),
+
 		FreshFlights:   r.st.freshFlights.Load(),
 		VersionMissing: r.st.versionMissing.Load(),
 		FetchFailed:    r.st.fetchFailed.Load(),

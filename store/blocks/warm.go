@@ -12,8 +12,9 @@ import (
 // into the caches (the disk tier when there is one), calling progress with
 // the bytes of each block as it is done (held already or loaded), in
 // order. It starts runs of up to Config.SpanBlocks blocks, several at once
-// (up to Config.Readahead blocks in flight), as a sequential reader's
-// readahead would, and returns the first error (a mismatch wraps
+// (up to Config.ReadaheadMax bytes in flight), as a sequential reader's
+// readahead would, within the same budget (it waits for room, while
+// readahead skips), and returns the first error (a mismatch wraps
 // b3.ErrMismatch). When it returns nil the blocks are in the disk tier
 // (Disk.Flush has been called), unless the disk tier is disabled or
 // refused them. Blocks in the memory tier alone are written to disk
@@ -35,10 +36,16 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		start time.Time
 	}
 	var queue []loading // in block order
+	defer func() { // what an error left unread gives its room back
+		for _, l := range queue {
+			r.budget.release(key(m, l.i))
+		}
+	}()
 	settle := func() error {
 		l := queue[0]
 		queue = queue[1:]
 		b, err := r.get(ctx, m, l.i, pending{c: l.c}, l.start)
+		r.budget.release(key(m, l.i))
 		if err != nil {
 			return err
 		}
@@ -47,7 +54,7 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		return nil
 	}
 	nb := numBlocks(m.Size)
-	window := max(r.cfg.Readahead, 1)
+	window := int(max(r.cfg.aheadBlocks(), 1))
 	span := int64(min(r.cfg.SpanBlocks, window))
 	for i := int64(0); i < nb; {
 		k := key(m, i)
@@ -70,6 +77,18 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		}
 		start := time.Now()
 		cs, first := r.startRun(m, i, i, min(i+span, nb)-1, runWarm, false, time.Time{})
+		if cs == nil { // no room in the budget: wait for the oldest block, or for others to be read
+			var err error
+			if len(queue) > 0 {
+				err = settle()
+			} else {
+				err = r.budget.wait(ctx)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		for j, c := range cs {
 			queue = append(queue, loading{first + int64(j), c, start})
 		}

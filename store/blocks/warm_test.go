@@ -18,7 +18,7 @@ func TestWarm(t *testing.T) {
 	disk := diskDir(t, dir, 64<<20)
 	m := e.member(20*BlockSize + 777)
 	// Blocks 3 and 4 are on disk already.
-	r0 := e.reader(Config{Disk: disk, Readahead: -1})
+	r0 := e.reader(Config{Disk: disk, ReadaheadMax: -1})
 	readAt(t, r0, m, e.data[m.Digest], 3*BlockSize, 2*BlockSize)
 	r0.Close()
 	e.store.reqs = nil
@@ -59,7 +59,7 @@ func TestWarm(t *testing.T) {
 // time would never reach.
 func TestWarmParallel(t *testing.T) {
 	e := newEnv(t)
-	r := e.reader(Config{MemBytes: 4 << 20, Disk: diskDir(t, t.TempDir(), 64<<20), SpanBlocks: 2, Readahead: 8})
+	r := e.reader(Config{MemBytes: 4 << 20, Disk: diskDir(t, t.TempDir(), 64<<20), SpanBlocks: 2, ReadaheadMax: 8 * BlockSize})
 	m := e.member(8 * BlockSize)
 	gate := make(chan struct{})
 	e.store.Faults = func(request, int) fault { return fault{Wait: gate} }
