@@ -36,7 +36,8 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		start time.Time
 	}
 	var queue []loading // in block order
-	defer func() {      // what an error left unread gives its room back
+	// What an error leaves unread gives its room in the budget back.
+	defer func() {
 		for _, l := range queue {
 			r.budget.release(key(m, l.i))
 		}
