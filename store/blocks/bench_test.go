@@ -2,10 +2,12 @@ package blocks
 
 import (
 	"context"
+	"io"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -136,4 +138,84 @@ func cpuTime() (total, sys time.Duration) {
 		return 0, 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// shapedStore is a link in front of an ObjectReader: every response waits
+// latency before its first byte, and each body is paced at perConn bytes
+// a second, as one S3 connection is (about 100 MB/s).
+type shapedStore struct {
+	store.ObjectReader
+	latency time.Duration
+	perConn float64
+}
+
+func (s *shapedStore) ReadRange(ctx context.Context, obj store.Object, off, n int64) (io.ReadCloser, error) {
+	if err := pause(ctx, s.latency); err != nil {
+		return nil, err
+	}
+	rc, err := s.ObjectReader.ReadRange(ctx, obj, off, n)
+	if err != nil {
+		return nil, err
+	}
+	return &pacedBody{ReadCloser: rc, ctx: ctx, rate: s.perConn, start: time.Now()}, nil
+}
+
+// pacedBody delivers at most rate bytes a second since start.
+type pacedBody struct {
+	io.ReadCloser
+	ctx   context.Context
+	rate  float64
+	start time.Time
+	sent  int64
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	p = p[:min(len(p), 256<<10)]
+	due := b.start.Add(time.Duration(float64(b.sent+int64(len(p))) / b.rate * float64(time.Second)))
+	if err := pause(b.ctx, time.Until(due)); err != nil {
+		return 0, err
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.sent += int64(n)
+	return n, err
+}
+
+// BenchmarkShapedSequential reads a 1 GiB member cold from start to end
+// with 1 MiB reads (a FUSE reader's) through a link that adds 20 ms before
+// every response and carries 100 MB/s per request, as S3 does: the
+// default readahead against smaller windows (16 blocks is what pinfs had
+// before issue 23). MB/s is the reader's rate; each iteration is a new Reader.
+func BenchmarkShapedSequential(b *testing.B) {
+	e := newEnv(b)
+	e.store.Quiet = true
+	const size = 1 << 30
+	m := e.member(size)
+	link := &shapedStore{ObjectReader: e.store, latency: 20 * time.Millisecond, perConn: 100e6}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"window=16MiB", Config{ReadaheadMax: 16 * BlockSize}},
+		{"window=32MiB", Config{ReadaheadMax: 32 * BlockSize}},
+		{"window=64MiB", Config{ReadaheadMax: 64 * BlockSize}},
+		{"window=default", Config{}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				cfg := c.cfg
+				cfg.Objects, cfg.Outboards, cfg.MemBytes = link, e.obs, 64<<20
+				r, err := New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for off := int64(0); off < size; off += BlockSize {
+					if _, _, err := r.Slices(context.Background(), m, off, BlockSize); err != nil {
+						b.Fatal(err)
+					}
+				}
+				r.Close()
+			}
+		})
+	}
 }
