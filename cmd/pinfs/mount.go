@@ -69,6 +69,7 @@ approvals from the store, so it needs the store reachable.`,
 		debug := fs.Bool("debug", false, "log at debug level: every FUSE request, and the SDK's detail of errors")
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within this time, retries and throttling included; keep it longer than --stall-timeout")
 		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for this long")
+		ra := readaheadFlags(fs)
 		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record this often (a crash loses at most this much of the consumed set)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
@@ -80,6 +81,10 @@ approvals from the store, so it needs the store reachable.`,
 			}
 			if *flushInterval <= 0 {
 				return usagef("--flush-interval %v: want a positive duration such as 1m or 30s", *flushInterval)
+			}
+			raMax, raBudget, err := ra.values()
+			if err != nil {
+				return err
 			}
 			if *requirePermit && *runID == "" {
 				return usagef("--require-permit needs --run-id R: a permit is held by the run it was written for")
@@ -118,6 +123,7 @@ approvals from the store, so it needs the store reachable.`,
 				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, Policy: p, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: logFrom(ctx), Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
+				ReadaheadMax: raMax, ReadaheadBudget: raBudget,
 			})
 		}
 	},

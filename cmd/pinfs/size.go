@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pinfs/pinfs/store/blocks"
 )
 
 // byteSize is a pflag.Value for sizes such as 512MiB, 2G, 10GiB or 0.
@@ -38,3 +42,30 @@ func (s *byteSize) Set(text string) error {
 }
 
 func (s *byteSize) Type() string { return "size" }
+
+// readahead is the readahead tuning that pinfs mount and pinfs warm share
+// (--readahead-max, --readahead-budget; blocks.Config).
+type readahead struct{ max, budget byteSize }
+
+// readaheadFlags defines --readahead-max and --readahead-budget on fs.
+func readaheadFlags(fs *pflag.FlagSet) *readahead {
+	ra := &readahead{max: blocks.DefaultReadaheadMax, budget: blocks.DefaultReadaheadBudget}
+	fs.Var(&ra.max, "readahead-max", "largest readahead window of a sequential reader (it starts at one 1 MiB block and doubles "+
+		"while the reader goes on; fetched as parallel 8 MiB requests; 0 disables readahead)")
+	fs.Var(&ra.budget, "readahead-budget", "memory for all readahead of the process, on top of --cache-mem: blocks requested "+
+		"ahead and not yet read, in flight or waiting for their reader; readahead that does not fit is skipped")
+	return ra
+}
+
+// values returns the flags as blocks.Config's ReadaheadMax and
+// ReadaheadBudget, or a usage error.
+func (ra *readahead) values() (maxBytes, budget int64, err error) {
+	if ra.budget < blocks.BlockSize {
+		return 0, 0, usagef("--readahead-budget %v: want at least 1MiB", &ra.budget)
+	}
+	maxBytes = int64(ra.max)
+	if maxBytes == 0 {
+		maxBytes = -1 // disabled
+	}
+	return maxBytes, int64(ra.budget), nil
+}

@@ -42,6 +42,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 		jobs := fs.Int("jobs", warm.DefaultJobs, "members fetched in parallel")
 		cacheDisk := byteSize(10 << 30)
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, as on pinfs mount; the selection must fit in it")
+		ra := readaheadFlags(fs)
 		quiet := fs.Bool("quiet", false, "no progress bar")
 		asJSON := fs.Bool("json", false, "print the summary as JSON")
 		return func(ctx context.Context, args []string) error {
@@ -55,6 +56,10 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			if *jobs < 1 {
 				return usagef("--jobs %d: want at least 1", *jobs)
 			}
+			raMax, raBudget, err := ra.values()
+			if err != nil {
+				return err
+			}
 			if *cacheDir == "" {
 				return errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
 			}
@@ -66,7 +71,9 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 				return err
 			}
 			log := logFrom(ctx)
-			c, err := warm.Open(ctx, st, d, *cacheDir, int64(cacheDisk), log)
+			c, err := warm.Open(ctx, st, d, *cacheDir, warm.Tuning{
+				DiskBytes: int64(cacheDisk), ReadaheadMax: raMax, ReadaheadBudget: raBudget,
+			}, log)
 			if err != nil {
 				return err
 			}

@@ -85,31 +85,22 @@ func New(cfg Config) (*Reader, error) {
 		lim:   newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 		fails: newFailures(),
 	}
-	held, front := budgetShares(&cfg)
-	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(front))
+	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(frontRuns*int64(cfg.SpanBlocks)*BlockSize))
 	if err != nil {
 		return nil, err
 	}
 	r.mem = m
-	r.budget = newBudget(held, m.Has)
+	r.budget = newBudget(cfg.ReadaheadBudget)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
 
-// budgetShares splits cfg's readahead budget (budget.go) into the bytes
-// requested and not yet read that readahead and Warm may hold, and the
-// memory tier's front, which keeps the last blocks loaded so that a block
-// read ahead is not lost to the memory tier's admission policy before its
-// reader comes. The front is at least two runs of a miss, also without
-// readahead.
-func budgetShares(cfg *Config) (held, front int64) {
-	held = cfg.ReadaheadBudget / heldShare
-	front = max(cfg.ReadaheadBudget-held, 2*int64(cfg.SpanBlocks)*BlockSize)
-	if cfg.aheadBlocks() == 0 {
-		front = 2 * int64(cfg.SpanBlocks) * BlockSize
-	}
-	return held, front
-}
+// frontRuns is the size of the memory tier's front, in runs of
+// Config.SpanBlocks blocks: it keeps the last blocks loaded, so that the
+// runs of a few readers' misses are not lost to the memory tier's
+// admission policy before they are read. Blocks read ahead are kept by
+// the budget until they are read.
+const frontRuns = 6
 
 // maxGap is the largest gap between two requests of a Reader while the
 // store throttles: it never sends less than one request a second.
@@ -346,11 +337,15 @@ func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
 	return b, ok
 }
 
-// memBlock returns block i of m from the memory tier without counting a
-// hit. A cached block of another length than m's block i (a manifest that
-// gives the same digest another size) is not used.
+// memBlock returns block i of m from the memory tier, or loaded ahead
+// and held by the budget, without counting a hit. A cached block of
+// another length than m's block i (a manifest that gives the same digest
+// another size) is not used.
 func (r *Reader) memBlock(m *Member, i int64) ([]byte, bool) {
 	b, ok := r.mem.Get(key(m, i))
+	if !ok {
+		b, ok = r.budget.loaded(key(m, i))
+	}
 	if _, n := blockRange(m, i); !ok || int64(len(b)) != n {
 		return nil, false
 	}

@@ -10,62 +10,53 @@ import (
 )
 
 // The readahead budget (Config.ReadaheadBudget) bounds the memory that
-// readahead and Warm take beyond the memory tier's own budget: the bytes
-// of their runs from the moment they are requested until they are read,
-// and the memory tier's front, which keeps them in between.
-//
-// A third of the budget (held) is for blocks requested ahead and not yet
-// read: a run reserves its blocks' bytes before it starts (startRun) and
-// each block's bytes come back when the block is read (Slices, Warm), when
-// its flight fails, or when the memory tier no longer has it (pushed out
-// of the front before its reader came; found by sweep). Readahead that
-// finds no room is skipped, not queued: the blocks are asked for again at
-// the reader's next read, and a reader's own miss never waits. Warm, which
-// must load every block, waits for room instead.
-//
-// The other two thirds are the front (blocks.New), so that a block read
-// ahead stays there until its reader comes while the readers keep pace:
-// between a block's arrival and its read, the front takes in at most the
-// blocks held at its arrival (read meanwhile) and those requested after
-// it (held then too), two helds' worth. Readahead memory, in flight plus
-// in the front, is therefore at most held + front = the budget.
+// readahead and Warm take beyond the memory tier: the bytes of their runs
+// from the moment they are requested until they are read. A run reserves
+// its blocks' bytes before it starts (startRun); the budget then holds
+// each block's call, and so its bytes once loaded, whatever the memory
+// tier does with them, so that no block read ahead is lost before its
+// reader comes (memBlock finds it here). A block's bytes come back when
+// it is read (Slices, Warm), when its load fails, or, once it has waited
+// unread for staleAfter (its reader went away), when take needs room.
+// Readahead that finds no room is skipped, not queued: the blocks are
+// asked for again at the reader's next read, and a reader's own miss
+// never waits. Warm, which must load every block, waits for room instead.
 
-// heldShare is the part of the budget for blocks requested and not yet
-// read: 1/heldShare.
-const heldShare = 3
+// staleAfter is how long a block read ahead keeps its room unread while
+// others need it: a reader that stopped, or jumped, leaves its window
+// behind.
+const staleAfter = 10 * time.Second
 
-// sweepEvery is how often Warm, waiting for room, looks for blocks that
-// left the memory tier unread.
+// sweepEvery is how often Warm, waiting for room, looks again.
 const sweepEvery = 50 * time.Millisecond
 
 // budget accounts for the blocks that readahead and Warm requested and
 // that have not been read yet. Its methods are safe for concurrent use;
 // mu guards the fields below it.
 type budget struct {
-	max int64 // bytes that may be held at once
+	max   int64         // bytes that may be held at once
+	stale time.Duration // staleAfter
 
 	mu    sync.Mutex
 	used  int64                   // bytes reserved, held by blocks or about to be
 	held  map[cache.Key]heldBlock // the blocks reserved, in flight or loaded and unread
 	freed chan struct{}           // closed (and replaced) when bytes come back
-	inMem func(cache.Key) bool    // reports whether the memory tier has a block
 }
 
-// heldBlock is one block's share of the budget, and its call: a block
-// whose call ended and that the memory tier no longer has is no longer
-// held.
+// heldBlock is one block's share of the budget, and its call, which holds
+// the block's bytes once it is loaded.
 type heldBlock struct {
 	n int64
 	c *lru.Call[[]byte]
 }
 
-func newBudget(max int64, inMem func(cache.Key) bool) *budget {
-	return &budget{max: max, held: make(map[cache.Key]heldBlock), freed: make(chan struct{}), inMem: inMem}
+func newBudget(max int64) *budget {
+	return &budget{max: max, stale: staleAfter, held: make(map[cache.Key]heldBlock), freed: make(chan struct{})}
 }
 
 // take reserves n bytes if they fit, or if nothing is reserved (so that a
 // run larger than the whole budget still goes, alone). When they do not
-// fit it first sweeps the blocks that left the memory tier unread.
+// fit it first sweeps the blocks that failed or went stale.
 func (b *budget) take(n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -122,15 +113,28 @@ func (b *budget) failed(first int64, calls []*lru.Call[[]byte], k func(int64) ca
 	}
 }
 
-// sweep releases the blocks whose call ended and that the memory tier no
-// longer has: failed, or pushed out before they were read. b.mu is held.
+// sweep releases the blocks whose load failed, and those loaded that were
+// requested staleAfter ago or more and are still unread. b.mu is held.
 func (b *budget) sweep() {
 	for k, h := range b.held {
-		if isDone(h.c) && (h.c.Failed() || !b.inMem(k)) {
+		if isDone(h.c) && (h.c.Failed() || time.Since(h.c.Started()) >= b.stale) {
 			delete(b.held, k)
 			b.free(h.n)
 		}
 	}
+}
+
+// loaded returns block k's bytes if the budget holds it, loaded and not
+// read yet.
+func (b *budget) loaded(k cache.Key) ([]byte, bool) {
+	b.mu.Lock()
+	h, ok := b.held[k]
+	b.mu.Unlock()
+	if !ok || !isDone(h.c) || h.c.Failed() {
+		return nil, false
+	}
+	v, _ := h.c.Wait(context.Background()) // ended: returns at once
+	return v, true
 }
 
 // free returns n bytes and wakes those waiting for room. b.mu is held.
@@ -140,8 +144,8 @@ func (b *budget) free(n int64) {
 	b.freed = make(chan struct{})
 }
 
-// wait waits until bytes come back, or sweepEvery has passed (a sweep may
-// then find room), or ctx ends.
+// wait waits until bytes come back, or sweepEvery has passed (a block may
+// have gone stale), or ctx ends.
 func (b *budget) wait(ctx context.Context) error {
 	b.mu.Lock()
 	freed := b.freed

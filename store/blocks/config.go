@@ -67,10 +67,9 @@ type Config struct {
 	// flight for one member. < 0 disables readahead.
 	ReadaheadMax int64
 	// ReadaheadBudget bounds the memory of all readahead and Warm of the
-	// Reader (default 512 MiB): a third of it for bytes requested ahead
-	// and not yet read (in flight, or loaded and waiting for their
-	// reader), the rest for the memory tier's front, which keeps the
-	// blocks loaded until they are read (see budget.go).
+	// Reader (default 512 MiB): the bytes they requested and that are not
+	// read yet, in flight or loaded and waiting for their reader (see
+	// budget.go).
 	ReadaheadBudget int64
 	// SpanBlocks is the most consecutive blocks a sequential reader's
 	// miss asks for in one request (default 8: one 8 MiB request, as fast

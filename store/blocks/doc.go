@@ -13,9 +13,10 @@
 //	request.go  the ranged request, its stall watchdog, and the one retry loop
 //
 // plan.go decides, without I/O, when a reader is sequential, how far ahead
-// it is read and which blocks a run covers; verify.go holds the verifier
-// and the outboards; events.go the events and their reporting;
-// failures.go the failures remembered for a moment (see below).
+// it is read and which blocks a run covers; budget.go bounds the memory
+// of readahead; verify.go holds the verifier and the outboards; events.go
+// the events and their reporting; failures.go the failures remembered for
+// a moment (see below).
 //
 // # Verification
 //
@@ -45,22 +46,34 @@
 // readers join: concurrent readers of a block share one load. A read that
 // misses starts a flight over the run of blocks around it that have no
 // call and are in neither tier: for a sequential reader its aligned group
-// of Config.SpanBlocks blocks, otherwise the block alone. A sequential
-// reader's blocks ahead (up to Config.Readahead, the window doubling) are
-// started the same way before it reaches them. One goroutine runs each
-// flight, on the Reader's own context, detached from every reader: a
-// reader whose context is canceled stops waiting and returns ctx.Err(),
-// while the flight goes on for the others and still fills the caches. A
-// reader that joined a call started by someone else (another read,
-// readahead) which then fails for a reason that may pass (throttling, a
-// timeout, a broken connection) gets one fresh call of its own, which ends
-// by that reader's own deadline. The memory tier finds a block as soon as
-// it is put (store/cache's front), so no block read ahead is lost before
-// its reader comes. Blocks of a sequential
+// of Config.SpanBlocks blocks, otherwise the block alone. One goroutine
+// runs each flight, on the Reader's own context, detached from every
+// reader: a reader whose context is canceled stops waiting and returns
+// ctx.Err(), while the flight goes on for the others and still fills the
+// caches. A reader that joined a call started by someone else (another
+// read, readahead) which then fails for a reason that may pass
+// (throttling, a timeout, a broken connection) gets one fresh call of its
+// own, which ends by that reader's own deadline. Blocks of a sequential
 // stream of a member larger than the disk tier's whole budget are not
 // written to disk: they would only push out everything else. Close refuses
 // new reads, cancels the flights that are still running and waits for them
 // and for the reads in progress.
+//
+// # Readahead
+//
+// A sequential reader's blocks ahead are started the same way before it
+// reaches them, as runs of SpanBlocks blocks in parallel (one request
+// each). Its window starts at one block and doubles with every read that
+// goes on sequentially, up to Config.ReadaheadMax; reads of the stream
+// that arrive a little out of order (the kernel's own readahead is served
+// in parallel) keep it open, and a jump closes it (plan.go). A random
+// reader gets no readahead and no runs. All readahead and Warm of the
+// Reader share one budget, Config.ReadaheadBudget, in bytes requested and
+// not yet read (budget.go): the budget keeps each block it loaded until
+// its reader comes, so that no block read ahead is lost to the memory
+// tier; readahead that finds no room is skipped, Warm waits for room, and
+// a reader's own miss never waits. The memory tier finds a block as soon
+// as it is put (store/cache's front).
 //
 // # Storage errors
 //

@@ -140,20 +140,19 @@ func (u *unread) read(m *Member, off int64) {
 // Sixteen slow sequential readers of sixteen members share one budget:
 // the bytes requested and not read yet never exceed its held share and
 // one miss per reader, though each reader's window alone could take the
-// whole share. (The memory tier keeps every block here, so none is
-// pushed out unread: TestBudgetSweep covers those.)
+// whole budget, and the memory tier is smaller than the budget.
 func TestReadaheadBudgetShared(t *testing.T) {
 	e := newEnv(t)
 	e.store.Quiet = true
 	e.store.Delay = time.Millisecond
 	const (
-		budget  = 48 << 20 // 16 MiB held, a 32 MiB front
+		budget  = 16 << 20
 		readers = 16
 	)
 	u := &unread{state: make(map[request]bool)}
 	e.store.Faults = func(q request, _ int) fault { u.requested(q); return fault{} }
-	r := e.reader(Config{MemBytes: 1 << 30, ReadaheadBudget: budget, ReadaheadMax: 16 * BlockSize, SpanBlocks: 1})
-	held := int64(budget / heldShare)
+	r := e.reader(Config{MemBytes: 4 << 20, ReadaheadBudget: budget, ReadaheadMax: 16 * BlockSize, SpanBlocks: 1})
+	const held int64 = budget
 	var ms []*Member
 	for range readers {
 		ms = append(ms, e.member(16*BlockSize))
@@ -193,7 +192,7 @@ func TestReadaheadBudgetShared(t *testing.T) {
 	<-sampled
 	t.Logf("at most %d MiB requested and not read, %d MiB held", u.max>>20, peak>>20)
 	if limit := held + readers*BlockSize; u.max > limit {
-		t.Errorf("%d MiB requested and not read at once; want at most %d MiB (the budget's held share and one miss per reader)", u.max>>20, limit>>20)
+		t.Errorf("%d MiB requested and not read at once; want at most %d MiB (the budget and one miss per reader)", u.max>>20, limit>>20)
 	}
 	st := r.Stats()
 	if peak > held || st.ReadaheadBudget != held {
@@ -309,7 +308,7 @@ func TestWarmWindow(t *testing.T) {
 func TestWarmBudget(t *testing.T) {
 	e := newEnv(t)
 	e.store.Delay = time.Millisecond
-	r, s := e.countedReader(Config{Disk: diskDir(t, t.TempDir(), 512<<20), ReadaheadBudget: 12 << 20, SpanBlocks: 2})
+	r, s := e.countedReader(Config{Disk: diskDir(t, t.TempDir(), 512<<20), ReadaheadBudget: 4 << 20, SpanBlocks: 2})
 	m := e.member(40 * BlockSize)
 	var total int64
 	if err := r.Warm(context.Background(), m, func(n int64) { total += n }); err != nil || total != m.Size {
@@ -324,28 +323,42 @@ func TestWarmBudget(t *testing.T) {
 	}
 }
 
-// A block whose load failed, or that left the memory tier before it was
-// read, gives its room back when take needs it; one that is loaded and
-// still in memory keeps it until it is read.
+// A block whose load failed, or that was loaded and has waited unread
+// for the budget's stale time, gives its room back when take needs it; a
+// block in flight keeps it, and a loaded one is served by the budget
+// until it is read.
 func TestBudgetSweep(t *testing.T) {
-	inMem := map[cache.Key]bool{}
-	b := newBudget(4<<20, func(k cache.Key) bool { return inMem[k] })
+	b := newBudget(4 << 20)
+	b.stale = time.Hour
 	k := func(i int64) cache.Key { return cache.Key{Index: i} }
-	call := func(err error) *lru.Call[[]byte] { return lru.Finished[[]byte](nil, err) }
-	if !b.take(3 << 20) {
+	var g lru.Group[cache.Key, []byte]
+	flying, _ := g.Start(k(3))
+	if !b.take(4 << 20) {
 		t.Fatal("take on an empty budget failed")
 	}
-	b.hold(k(0), 1<<20, call(nil)) // loaded, in memory
-	b.hold(k(1), 1<<20, call(nil)) // loaded, pushed out
-	b.hold(k(2), 1<<20, call(errors.New("failed")))
-	inMem[k(0)] = true
-	if !b.take(2<<20) || b.bytes() != 3<<20 {
-		t.Fatalf("take after a sweep: %d bytes reserved, want 3 MiB (block 0 and the new 2 MiB)", b.bytes())
+	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil))
+	b.hold(k(1), 1<<20, lru.Finished[[]byte](nil, errors.New("failed")))
+	b.hold(k(2), 1<<20, lru.Finished([]byte("block 2"), nil))
+	b.hold(k(3), 1<<20, flying)
+	if got, ok := b.loaded(k(0)); !ok || string(got) != "block 0" {
+		t.Fatalf("loaded block 0: %q, %v", got, ok)
+	}
+	for _, i := range []int64{1, 3} {
+		if _, ok := b.loaded(k(i)); ok {
+			t.Fatalf("block %d (failed or in flight) is served", i)
+		}
+	}
+	if !b.take(1<<20) || b.bytes() != 4<<20 {
+		t.Fatalf("take after the failed block: %d bytes reserved, want 4 MiB", b.bytes())
+	}
+	b.stale = 0 // blocks 0 and 2 are stale now
+	if !b.take(1<<20) || b.bytes() != 3<<20 {
+		t.Fatalf("take after the stale blocks: %d bytes reserved, want 3 MiB (block 3 and two reservations)", b.bytes())
 	}
 	if b.take(2 << 20) {
 		t.Fatal("take beyond the budget succeeded")
 	}
-	b.release(k(0))
+	b.release(k(3))
 	b.give(2 << 20)
 	if b.bytes() != 0 || len(b.held) != 0 {
 		t.Fatalf("%d bytes, %d blocks held after every release", b.bytes(), len(b.held))

@@ -24,8 +24,7 @@ type Stats struct {
 	// read).
 	ReadaheadSkipped int64
 	// ReadaheadBudget is the most bytes readahead and Warm may have
-	// requested and not yet read (a third of Config.ReadaheadBudget; the
-	// memory tier's front, Mem.FrontLimit, is the rest), and
+	// requested and not yet read (Config.ReadaheadBudget), and
 	// ReadaheadBytes the bytes they have now.
 	ReadaheadBudget, ReadaheadBytes int64
 	// ReadaheadWindowMax is the largest readahead window any reader has

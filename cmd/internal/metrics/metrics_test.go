@@ -56,8 +56,14 @@ var sampleStats = blocks.Stats{
 	Mismatches:     1,
 	OutboardLoads:  4,
 	Readaheads:     6,
-	VersionMissing: 14,
-	FetchFailed:    15,
+	// Readahead skipped for lack of budget, the budget, what it holds now
+	// and the largest window reached.
+	ReadaheadSkipped:   18,
+	ReadaheadBudget:    64 << 20,
+	ReadaheadBytes:     24 << 20,
+	ReadaheadWindowMax: 128 << 20,
+	VersionMissing:     14,
+	FetchFailed:        15,
 	// An event the run record could not take: it failed its read.
 	EventsUnrecorded: 16,
 	Mem:              cache.MemStats{Hits: 41, Misses: 30, Bytes: 7 << 20, Evictions: 12, Rejected: 1},
@@ -110,9 +116,21 @@ pinfs_network_fetches_total{digest="b3:abc",run_id="r1"} 8
 # HELP pinfs_outboard_loads_total Bao outboards loaded through the metadata cache for verification.
 # TYPE pinfs_outboard_loads_total counter
 pinfs_outboard_loads_total{digest="b3:abc",run_id="r1"} 4
+# HELP pinfs_readahead_budget_bytes Bytes readahead and warm loads may have requested and not yet read at once (--readahead-budget).
+# TYPE pinfs_readahead_budget_bytes gauge
+pinfs_readahead_budget_bytes{digest="b3:abc",run_id="r1"} 6.7108864e+07
 # HELP pinfs_readahead_fetches_total Block loads started by readahead.
 # TYPE pinfs_readahead_fetches_total counter
 pinfs_readahead_fetches_total{digest="b3:abc",run_id="r1"} 6
+# HELP pinfs_readahead_inflight_bytes Bytes readahead and warm loads have requested and not yet read: in flight, or loaded and waiting for their reader.
+# TYPE pinfs_readahead_inflight_bytes gauge
+pinfs_readahead_inflight_bytes{digest="b3:abc",run_id="r1"} 2.5165824e+07
+# HELP pinfs_readahead_skipped_total Times readahead stopped short for lack of room in the readahead budget (its blocks are asked for again at the next read).
+# TYPE pinfs_readahead_skipped_total counter
+pinfs_readahead_skipped_total{digest="b3:abc",run_id="r1"} 18
+# HELP pinfs_readahead_window_max_bytes The largest readahead window a sequential reader has reached (at most --readahead-max).
+# TYPE pinfs_readahead_window_max_bytes gauge
+pinfs_readahead_window_max_bytes{digest="b3:abc",run_id="r1"} 1.34217728e+08
 # HELP pinfs_store_requests_total Ranged reads sent to the store: first tries, resumptions and retries.
 # TYPE pinfs_store_requests_total counter
 pinfs_store_requests_total{digest="b3:abc",run_id="r1"} 11

@@ -18,10 +18,10 @@ func restoreMemoryLimit(t *testing.T) {
 }
 
 // memoryLimitLog runs limitMemory and returns its log line's fields.
-func memoryLimitLog(t *testing.T, cacheMem int64, members int) map[string]any {
+func memoryLimitLog(t *testing.T, cacheMem, readahead int64, members int) map[string]any {
 	t.Helper()
 	var buf bytes.Buffer
-	limitMemory(cacheMem, members, slog.New(slog.NewJSONHandler(&buf, nil)))
+	limitMemory(cacheMem, readahead, members, slog.New(slog.NewJSONHandler(&buf, nil)))
 	if buf.Len() == 0 {
 		return nil
 	}
@@ -35,13 +35,13 @@ func memoryLimitLog(t *testing.T, cacheMem int64, members int) map[string]any {
 func TestLimitMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "") // unset for limitMemory
 	for _, tc := range []struct {
-		name     string
-		cacheMem int64
-		members  int
+		name                string
+		cacheMem, readahead int64
+		members             int
 	}{
-		{"memory tier and members", 256 << 20, 1_000_000},
-		{"no memory tier", 0, 7},
-		{"negative budget counts as none", -1, 0},
+		{"memory tier, readahead and members", 256 << 20, 512 << 20, 1_000_000},
+		{"no memory tier", 0, 48 << 20, 7},
+		{"negative budgets count as none", -1, -1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			restoreMemoryLimit(t)
@@ -50,17 +50,17 @@ func TestLimitMemory(t *testing.T) {
 			var before runtime.MemStats
 			runtime.ReadMemStats(&before)
 
-			line := memoryLimitLog(t, tc.cacheMem, tc.members)
+			line := memoryLimitLog(t, tc.cacheMem, tc.readahead, tc.members)
 			got := debug.SetMemoryLimit(-1)
 
 			heap := int64(line["snapshot_heap"].(float64))
 			if heap <= 0 || heap > 2*int64(before.HeapAlloc)+(16<<20) {
 				t.Errorf("snapshot_heap %d, heap before the call %d", heap, before.HeapAlloc)
 			}
-			want := heap + max(tc.cacheMem, 0) + int64(tc.members)*nodeBytes + memoryHeadroom
+			want := heap + max(tc.cacheMem, 0) + max(tc.readahead, 0) + int64(tc.members)*nodeBytes + memoryHeadroom
 			if got != want {
-				t.Errorf("memory limit %d, want heap %d + cache-mem %d + %d members × %d + headroom %d = %d",
-					got, heap, tc.cacheMem, tc.members, nodeBytes, memoryHeadroom, want)
+				t.Errorf("memory limit %d, want heap %d + cache-mem %d + readahead %d + %d members × %d + headroom %d = %d",
+					got, heap, tc.cacheMem, tc.readahead, tc.members, nodeBytes, memoryHeadroom, want)
 			}
 			if logged := int64(line["bytes"].(float64)); logged != got {
 				t.Errorf("logged limit %d, set %d", logged, got)
@@ -74,7 +74,7 @@ func TestLimitMemoryGOMEMLIMITWins(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "3GiB")
 	const set = 3 << 30 // what the runtime would have read from GOMEMLIMIT at start
 	debug.SetMemoryLimit(set)
-	if line := memoryLimitLog(t, 256<<20, 1000); line != nil {
+	if line := memoryLimitLog(t, 256<<20, 512<<20, 1000); line != nil {
 		t.Errorf("limitMemory logged %v with GOMEMLIMIT set", line)
 	}
 	if got := debug.SetMemoryLimit(-1); got != set {

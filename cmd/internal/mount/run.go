@@ -72,6 +72,12 @@ type Config struct {
 	// delivers nothing for that long. Zero means blocks.Config's default.
 	ReadTimeout, StallTimeout time.Duration
 
+	// ReadaheadMax is the largest readahead window of a sequential reader
+	// and ReadaheadBudget the memory all readahead of the mount may take
+	// (blocks.Config; zero means its defaults, ReadaheadMax < 0 disables
+	// readahead).
+	ReadaheadMax, ReadaheadBudget int64
+
 	// Ready, when set, is called with the run id once the mount serves,
 	// where Notify reports readiness to a waiting parent: pinfs derive
 	// mounts its inputs in-process and waits for this before it runs the
@@ -136,6 +142,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	br, err := blocks.New(blocks.Config{
 		Objects: c.Store, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
+		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
 	})
 	if err != nil {
 		return err
@@ -144,7 +151,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	if rec.Resumed() {
 		seed(ctx, c, rec, snap.Table(), tracker)
 	}
-	limitMemory(c.CacheMem, snap.Table().Len(), log)
+	limitMemory(c.CacheMem, br.Stats().ReadaheadBudget, snap.Table().Len(), log)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
 	mx.SetLogger(log)
@@ -302,9 +309,10 @@ func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table,
 	c.Log.Info("resume: seeded with what the run consumed before", "members", set.Opened.GetCardinality(), "events", len(evs))
 }
 
-// memoryHeadroom is the memory a mount may use beyond its snapshot index
-// and its memory tier: the recent-blocks buffer, blocks in flight, FUSE
-// request buffers, the Go runtime.
+// memoryHeadroom is the memory a mount may use beyond its snapshot index,
+// its memory tier and its readahead budget: the recent-blocks buffer, the
+// blocks of misses in flight and queued for the disk tier, FUSE request
+// buffers, the Go runtime.
 const memoryHeadroom = 160 << 20
 
 // nodeBytes is what go-fuse keeps for each file the kernel has looked up
@@ -314,20 +322,20 @@ const memoryHeadroom = 160 << 20
 const nodeBytes = 450
 
 // limitMemory sets the Go runtime's soft memory limit to what the mount
-// needs: the heap that holds the loaded snapshot, the memory tier, room for
-// a node per member, and a fixed headroom. Without it the garbage
+// needs: the heap that holds the loaded snapshot, the memory tier, the
+// readahead budget, room for a node per member, and a fixed headroom. Without it the garbage
 // collector lets the heap grow to twice the live data, so a full memory
 // tier would double the daemon's RSS. GOMEMLIMIT, when set, wins.
-func limitMemory(cacheMem int64, members int, log *slog.Logger) {
+func limitMemory(cacheMem, readahead int64, members int, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	debug.FreeOSMemory() // a GC, and the parsed table's bytes back to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + int64(members)*nodeBytes + memoryHeadroom
+	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + max(readahead, 0) + int64(members)*nodeBytes + memoryHeadroom
 	debug.SetMemoryLimit(limit)
-	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem)
+	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem, "readahead_budget", readahead)
 }
 
 // blockMember converts verified member i for the block reader. It is

@@ -23,21 +23,31 @@ type Cache struct {
 	Reader   *blocks.Reader
 }
 
+// Tuning is the budgets of a warm: the disk tier's, and the window and
+// memory budget of its block reader's loads (blocks.Config's ReadaheadMax
+// and ReadaheadBudget; zero means their defaults).
+type Tuning struct {
+	DiskBytes                     int64
+	ReadaheadMax, ReadaheadBudget int64
+}
+
 // Open loads and verifies snapshot d through the metadata cache in dir,
-// opens the disk tier with a budget of diskBytes and a block reader over
-// st that fills it. It has no memory tier: warm only fills the disk.
+// opens the disk tier with a budget of t.DiskBytes and a block reader over
+// st that fills it, a window of parts in flight per member within the
+// readahead budget. It has no memory tier: warm only fills the disk.
 // The caller must Close the Cache.
-func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, diskBytes int64, log *slog.Logger) (*Cache, error) {
+func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tuning, log *slog.Logger) (*Cache, error) {
 	meta := metacache.New(filepath.Join(dir, "meta"), st, metacache.WithLogger(log))
 	snap, err := verify.Load(ctx, meta, d)
 	if err != nil {
 		return nil, err
 	}
-	disk, err := cache.OpenDisk(filepath.Join(dir, "blocks"), diskBytes, cache.WithLogger(log))
+	disk, err := cache.OpenDisk(filepath.Join(dir, "blocks"), t.DiskBytes, cache.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
-	r, err := blocks.New(blocks.Config{Objects: st, Outboards: meta, Disk: disk})
+	r, err := blocks.New(blocks.Config{Objects: st, Outboards: meta, Disk: disk,
+		ReadaheadMax: t.ReadaheadMax, ReadaheadBudget: t.ReadaheadBudget})
 	if err != nil {
 		disk.Close()
 		return nil, err

@@ -72,7 +72,7 @@ func pinned(t *testing.T) *snapshot {
 func (s *snapshot) warm(t *testing.T, dir string, limit int64, split string, paths ...string) (*Summary, error) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := Open(ctx, s.st, s.d, dir, limit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := Open(ctx, s.st, s.d, dir, Tuning{DiskBytes: limit}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
