@@ -312,10 +312,14 @@ func (e *env) member(size int64) *Member {
 	return &Member{Path: fmt.Sprintf("dir/m%d", e.n), ID: fmt.Sprint(e.n), Digest: d, Size: size, Object: obj}
 }
 
-// reader returns a Reader over the env with cfg's tuning, closed at cleanup.
+// reader returns a Reader over the env with cfg's tuning, closed at
+// cleanup; cfg.Objects, if set, stands in front of the env's store.
 func (e *env) reader(cfg Config) *Reader {
 	e.t.Helper()
-	cfg.Objects, cfg.Outboards, cfg.Reporter = e.store, e.obs, e.rec
+	if cfg.Objects == nil {
+		cfg.Objects = e.store
+	}
+	cfg.Outboards, cfg.Reporter = e.obs, e.rec
 	if cfg.Backoff == 0 {
 		cfg.Backoff = time.Millisecond
 	}

@@ -68,16 +68,8 @@ func (b *countedBody) Close() error {
 func (e *env) countedReader(cfg Config) (*Reader, *inflightStore) {
 	e.t.Helper()
 	s := &inflightStore{ObjectReader: e.store}
-	cfg.Objects, cfg.Outboards, cfg.Reporter = s, e.obs, e.rec
-	if cfg.Backoff == 0 {
-		cfg.Backoff = time.Millisecond
-	}
-	r, err := New(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { r.Close() })
-	return r, s
+	cfg.Objects = s
+	return e.reader(cfg), s
 }
 
 // One sequential reader with the default configuration keeps many part
