@@ -68,9 +68,13 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 		s = newSeq()
 		r.seq.Put(m.Digest, s)
 	}
+	open := s.window > 0
 	from, to := s.advance(first, last, nb, limit)
 	if w := s.window * BlockSize; w > r.st.windowMax.Load() {
 		r.st.windowMax.Store(w)
+	}
+	if open && s.window == 0 {
+		r.st.aheadResets.Add(1)
 	}
 	r.mu.Unlock()
 	disk := putOnDisk(true, m.Size, r.disk.Limit())

@@ -240,6 +240,9 @@ func TestReadaheadJumpResets(t *testing.T) {
 			t.Fatalf("read %d after the jump: window %d blocks, want %d", k, w, want)
 		}
 	}
+	if n := r.Stats().ReadaheadResets; n != 1 {
+		t.Fatalf("%d window resets counted, want 1", n)
+	}
 }
 
 // The kernel's reads of one sequential stream arrive out of order (its
@@ -271,7 +274,7 @@ func TestReadaheadKernelOrder(t *testing.T) {
 			t.Errorf("block at %d fetched %d times", q.Off, c)
 		}
 	}
-	if st.Readaheads == 0 || st.NetworkFetches != 48 {
+	if st.Readaheads == 0 || st.NetworkFetches != 48 || st.ReadaheadResets != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }

@@ -28,11 +28,12 @@ type Stats struct {
 	// ReadaheadBytes the bytes they have now.
 	ReadaheadBudget, ReadaheadBytes int64
 	// ReadaheadWindowMax is the largest readahead window any reader has
-	// reached, in bytes.
-	ReadaheadWindowMax int64
-	FreshFlights       int64 // loads started again for a read that joined a failed one
-	VersionMissing     int64 // "version_missing" events
-	FetchFailed        int64 // "fetch_failed" events
+	// reached, in bytes; ReadaheadResets counts the open windows a jump
+	// closed.
+	ReadaheadWindowMax, ReadaheadResets int64
+	FreshFlights                        int64 // loads started again for a read that joined a failed one
+	VersionMissing                      int64 // "version_missing" events
+	FetchFailed                         int64 // "fetch_failed" events
 	// EventsUnrecorded counts events the Reporter could not make durable
 	// when they happened; each failed the reads waiting for its flight and
 	// is owed to the next read of its block (a failed retry of an owed
@@ -45,7 +46,7 @@ type Stats struct {
 
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
-	mismatches, outboardLoads, readaheads, aheadSkipped, windowMax, freshFlights,
+	mismatches, outboardLoads, readaheads, aheadSkipped, aheadResets, windowMax, freshFlights,
 	versionMissing, fetchFailed, eventsUnrecorded atomic.Int64
 }
 
@@ -69,6 +70,7 @@ func (r *Reader) Stats() Stats {
 		ReadaheadBudget:    r.budget.max,
 		ReadaheadBytes:     r.budget.bytes(),
 		ReadaheadWindowMax: r.st.windowMax.Load(),
+		ReadaheadResets:    r.st.aheadResets.Load(),
 
 		FreshFlights:   r.st.freshFlights.Load(),
 		VersionMissing: r.st.versionMissing.Load(),

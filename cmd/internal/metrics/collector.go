@@ -85,6 +85,8 @@ func newStatsCollector(src Source) *statsCollector {
 			gauge, func(s *blocks.Stats) int64 { return s.ReadaheadBytes }),
 		mk(desc("pinfs_readahead_window_max_bytes", "The largest readahead window a sequential reader has reached (at most --readahead-max)."),
 			gauge, func(s *blocks.Stats) int64 { return s.ReadaheadWindowMax }),
+		mk(desc("pinfs_readahead_resets_total", "Open readahead windows closed by a reader that jumped (seeked, or read at random)."),
+			counter, func(s *blocks.Stats) int64 { return s.ReadaheadResets }),
 		mk(desc("pinfs_outboard_loads_total", "Bao outboards loaded through the metadata cache for verification."),
 			counter, func(s *blocks.Stats) int64 { return s.OutboardLoads }),
 		mk(desc("pinfs_fetch_failures_total", "Block loads that failed for a storage error, after retries or the read timeout (fetch_failed events)."),

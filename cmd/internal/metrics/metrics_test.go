@@ -62,6 +62,7 @@ var sampleStats = blocks.Stats{
 	ReadaheadBudget:    64 << 20,
 	ReadaheadBytes:     24 << 20,
 	ReadaheadWindowMax: 128 << 20,
+	ReadaheadResets:    19,
 	VersionMissing:     14,
 	FetchFailed:        15,
 	// An event the run record could not take: it failed its read.
@@ -125,6 +126,9 @@ pinfs_readahead_fetches_total{digest="b3:abc",run_id="r1"} 6
 # HELP pinfs_readahead_inflight_bytes Bytes readahead and warm loads have requested and not yet read: in flight, or loaded and waiting for their reader.
 # TYPE pinfs_readahead_inflight_bytes gauge
 pinfs_readahead_inflight_bytes{digest="b3:abc",run_id="r1"} 2.5165824e+07
+# HELP pinfs_readahead_resets_total Open readahead windows closed by a reader that jumped (seeked, or read at random).
+# TYPE pinfs_readahead_resets_total counter
+pinfs_readahead_resets_total{digest="b3:abc",run_id="r1"} 19
 # HELP pinfs_readahead_skipped_total Times readahead stopped short for lack of room in the readahead budget (its blocks are asked for again at the next read).
 # TYPE pinfs_readahead_skipped_total counter
 pinfs_readahead_skipped_total{digest="b3:abc",run_id="r1"} 18
