@@ -71,14 +71,13 @@ func (b *budget) take(n int64) bool {
 }
 
 // hold accounts n of the bytes reserved to block k, loaded by call c. A
-// block held already (fetched again after it left the memory tier) keeps
-// its first share and the n bytes are given back.
+// block held already by an older call (one that failed, about to be
+// released) gives that call's share back.
 func (b *budget) hold(k cache.Key, n int64, c *lru.Call[[]byte]) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.held[k]; ok {
-		b.free(n)
-		return
+	if h, ok := b.held[k]; ok {
+		b.free(h.n)
 	}
 	b.held[k] = heldBlock{n: n, c: c}
 }
@@ -104,11 +103,15 @@ func (b *budget) release(k cache.Key) {
 	}
 }
 
-// failed releases the blocks of calls whose load failed.
+// failed releases the blocks of calls whose load failed, block first+j
+// loaded by calls[j], unless a newer call holds it.
 func (b *budget) failed(first int64, calls []*lru.Call[[]byte], k func(int64) cache.Key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for j, c := range calls {
-		if c.Failed() {
-			b.release(k(first + int64(j)))
+		if h, ok := b.held[k(first+int64(j))]; ok && h.c == c && c.Failed() {
+			delete(b.held, k(first+int64(j)))
+			b.free(h.n)
 		}
 	}
 }

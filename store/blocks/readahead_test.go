@@ -362,3 +362,21 @@ func TestBudgetSweep(t *testing.T) {
 		t.Fatal("a run larger than the whole budget is refused on an empty budget")
 	}
 }
+
+// A readahead load that fails gives its room in the budget back at once,
+// without a read of its blocks.
+func TestReadaheadFailureReleases(t *testing.T) {
+	e := newEnv(t)
+	r := e.reader(Config{MemBytes: 64 << 20, SpanBlocks: 1, ReadaheadMax: 8 * BlockSize})
+	m := e.member(32 * BlockSize)
+	e.store.Faults = func(q request, _ int) fault {
+		if q.Off >= 4*BlockSize {
+			return fault{Err: store.ErrAccessDenied}
+		}
+		return fault{}
+	}
+	for i := range int64(4) {
+		readAt(t, r, m, e.data[m.Digest], i*BlockSize, BlockSize)
+	}
+	waitFor(t, func() bool { return r.Stats().Readaheads > 0 && r.Stats().ReadaheadBytes == 0 })
+}
