@@ -2,12 +2,10 @@ package blocks
 
 import (
 	"context"
-	"io"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -140,46 +138,6 @@ func cpuTime() (total, sys time.Duration) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), time.Duration(ru.Stime.Nano())
 }
 
-// shapedStore is a link in front of an ObjectReader: every response waits
-// latency before its first byte, and each body is paced at perConn bytes
-// a second, as one S3 connection is (about 100 MB/s).
-type shapedStore struct {
-	store.ObjectReader
-	latency time.Duration
-	perConn float64
-}
-
-func (s *shapedStore) ReadRange(ctx context.Context, obj store.Object, off, n int64) (io.ReadCloser, error) {
-	if err := pause(ctx, s.latency); err != nil {
-		return nil, err
-	}
-	rc, err := s.ObjectReader.ReadRange(ctx, obj, off, n)
-	if err != nil {
-		return nil, err
-	}
-	return &pacedBody{ReadCloser: rc, ctx: ctx, rate: s.perConn, start: time.Now()}, nil
-}
-
-// pacedBody delivers at most rate bytes a second since start.
-type pacedBody struct {
-	io.ReadCloser
-	ctx   context.Context
-	rate  float64
-	start time.Time
-	sent  int64
-}
-
-func (b *pacedBody) Read(p []byte) (int, error) {
-	p = p[:min(len(p), 256<<10)]
-	due := b.start.Add(time.Duration(float64(b.sent+int64(len(p))) / b.rate * float64(time.Second)))
-	if err := pause(b.ctx, time.Until(due)); err != nil {
-		return 0, err
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.sent += int64(n)
-	return n, err
-}
-
 // BenchmarkShapedSequential reads a 1 GiB member cold from start to end
 // with 1 MiB reads (a FUSE reader's) through a link that adds 20 ms before
 // every response and carries 100 MB/s per request, as S3 does: the
@@ -190,7 +148,8 @@ func BenchmarkShapedSequential(b *testing.B) {
 	e.store.Quiet = true
 	const size = 1 << 30
 	m := e.member(size)
-	link := &shapedStore{ObjectReader: e.store, latency: 20 * time.Millisecond, perConn: 100e6}
+	const latency = 20 * time.Millisecond
+	link, obs := shapedStore{e.store, latency, 100e6}, shapedOutboards{e.obs, latency}
 	for _, c := range []struct {
 		name string
 		cfg  Config
@@ -204,7 +163,7 @@ func BenchmarkShapedSequential(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
 				cfg := c.cfg
-				cfg.Objects, cfg.Outboards, cfg.MemBytes = link, e.obs, 64<<20
+				cfg.Objects, cfg.Outboards, cfg.MemBytes = link, obs, 64<<20
 				r, err := New(cfg)
 				if err != nil {
 					b.Fatal(err)

@@ -183,7 +183,7 @@ func TestOutboardLoadsWithFirstBlock(t *testing.T) {
 		size int64
 		cfg  Config
 	}{
-		{"one block at a time", 3*BlockSize + 5, Config{Readahead: -1}},
+		{"one block at a time", 3*BlockSize + 5, Config{ReadaheadMax: -1}},
 		{"sequential with readahead", 20 * BlockSize, Config{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,7 +210,7 @@ func TestBlockWaitsForOutboard(t *testing.T) {
 	m := e.member(2*BlockSize + 3)
 	read := make(chan struct{})
 	var early []string // what the gate found before it opened
-	r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, Readahead: -1}, func(r *Reader, tr *trace) func(context.Context) error {
+	r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, ReadaheadMax: -1}, func(r *Reader, tr *trace) func(context.Context) error {
 		return func(ctx context.Context) error {
 			if err := until(tr.closed)(ctx); err != nil {
 				return err
@@ -278,7 +278,7 @@ func TestLateOutboardFailure(t *testing.T) {
 				ob[8] ^= 1 // the first chaining value after the size: on block 0's path
 				e.obs.obs[m.Digest] = ob
 			}
-			r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, Readahead: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
+			r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, ReadaheadMax: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
 				return func(ctx context.Context) error {
 					if err := until(tr.closed)(ctx); err != nil {
 						return err
@@ -319,7 +319,7 @@ func TestOutboardFailureEndsRequest(t *testing.T) {
 	e.store.Faults = func(request, int) fault { return fault{Stall: true, Cut: BlockSize / 2} }
 	denied := fmt.Errorf("outboard: %w", store.ErrAccessDenied)
 	// A request left running would stall, be cut off and be retried.
-	cfg := Config{Readahead: -1, StallTimeout: time.Second, ReadTimeout: 4 * time.Second}
+	cfg := Config{ReadaheadMax: -1, StallTimeout: time.Second, ReadTimeout: 4 * time.Second}
 	r, tr := gatedReader(t, e, cfg, func(_ *Reader, tr *trace) func(context.Context) error {
 		return func(ctx context.Context) error {
 			if err := until(tr.req)(ctx); err != nil {
@@ -344,7 +344,7 @@ func TestBlockFailsWithOutboardIn(t *testing.T) {
 	e := newEnv(t)
 	m := e.member(3 * BlockSize)
 	delete(e.store.objs, m.Object)
-	r, tr := gatedReader(t, e, Config{Readahead: -1}, func(_ *Reader, tr *trace) func(context.Context) error { return until(tr.req) })
+	r, tr := gatedReader(t, e, Config{ReadaheadMax: -1}, func(_ *Reader, tr *trace) func(context.Context) error { return until(tr.req) })
 	_, err := r.ReadAt(context.Background(), m, make([]byte, 4096), 0)
 	if !errors.Is(err, store.ErrNotFound) || errors.Is(err, errOutboard) {
 		t.Fatalf("ReadAt: %v; want the store's not found (trace %q)", err, tr.all())
@@ -374,7 +374,7 @@ func TestNoOutboardLoad(t *testing.T) {
 
 	e2 := newEnv(t)
 	m := e2.member(4 * BlockSize)
-	r2, tr2 := gatedReader(t, e2, Config{MemBytes: 32 << 20, Readahead: -1}, nil)
+	r2, tr2 := gatedReader(t, e2, Config{MemBytes: 32 << 20, ReadaheadMax: -1}, nil)
 	readHead(t, e2, r2, m, tr2)
 	tr2.mu.Lock()
 	tr2.steps = nil
@@ -396,7 +396,7 @@ func TestStopWhileOutboardLoads(t *testing.T) {
 	t.Run("close", func(t *testing.T) {
 		e := newEnv(t)
 		m := e.member(2 * BlockSize)
-		r, tr := gatedReader(t, e, Config{Readahead: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
+		r, tr := gatedReader(t, e, Config{ReadaheadMax: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
 			return func(ctx context.Context) error {
 				if err := until(tr.req)(ctx); err != nil {
 					return err
@@ -426,7 +426,7 @@ func TestStopWhileOutboardLoads(t *testing.T) {
 		e := newEnv(t)
 		m := e.member(2 * BlockSize)
 		release := make(chan struct{})
-		r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, Readahead: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
+		r, tr := gatedReader(t, e, Config{MemBytes: 8 << 20, ReadaheadMax: -1}, func(_ *Reader, tr *trace) func(context.Context) error {
 			return until(release)
 		})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -458,7 +458,7 @@ func TestDiskBlockWithOutboardInParallel(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	m := e.member(4 * BlockSize)
-	r0 := e.reader(Config{Disk: diskDir(t, dir, 64<<20), Readahead: -1})
+	r0 := e.reader(Config{Disk: diskDir(t, dir, 64<<20), ReadaheadMax: -1})
 	if _, err := r0.ReadAt(context.Background(), m, make([]byte, 10), BlockSize); err != nil {
 		t.Fatal(err)
 	}
