@@ -26,7 +26,7 @@ func TestCutRunServesOnlyWholeBlocks(t *testing.T) {
 		}
 		return fault{}
 	}
-	r := e.reader(Config{Disk: disk, Attempts: 1, Readahead: 2, SpanBlocks: 4})
+	r := e.reader(Config{Disk: disk, Attempts: 1, ReadaheadMax: 2 * BlockSize, SpanBlocks: 4})
 
 	// Freed memory full of a pattern, for the flight's buffers to reuse.
 	for range 3 {

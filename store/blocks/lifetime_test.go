@@ -26,7 +26,7 @@ func envDisk(t *testing.T) (*env, *cache.Disk) {
 // -race.
 func TestHeldBlocksOutliveChurn(t *testing.T) {
 	e, disk := envDisk(t)
-	r := e.reader(Config{MemBytes: 2 * BlockSize, Disk: disk, Readahead: 2, SpanBlocks: 2})
+	r := e.reader(Config{MemBytes: 2 * BlockSize, Disk: disk, ReadaheadMax: 2 * BlockSize, SpanBlocks: 2})
 	ctx := context.Background()
 
 	held := e.member(4*BlockSize + 123)
