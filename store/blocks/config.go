@@ -67,7 +67,7 @@ type Config struct {
 	// flight for one member. < 0 disables readahead.
 	ReadaheadMax int64
 	// ReadaheadBudget bounds the memory of all readahead and Warm of the
-	// Reader (default 512 MiB): the bytes they requested and that are not
+	// Reader (default 256 MiB): the bytes they requested and that are not
 	// read yet, in flight or loaded and waiting for their reader (see
 	// budget.go).
 	ReadaheadBudget int64
@@ -80,7 +80,7 @@ type Config struct {
 // The defaults of Config.ReadaheadMax and Config.ReadaheadBudget.
 const (
 	DefaultReadaheadMax    = 128 << 20
-	DefaultReadaheadBudget = 512 << 20
+	DefaultReadaheadBudget = 256 << 20
 )
 
 // aheadBlocks returns the largest readahead window in blocks (0: no

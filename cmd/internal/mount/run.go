@@ -313,7 +313,7 @@ func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table,
 // its memory tier and its readahead budget: the recent-blocks buffer, the
 // blocks of misses in flight and queued for the disk tier, FUSE request
 // buffers, the Go runtime.
-const memoryHeadroom = 160 << 20
+const memoryHeadroom = 96 << 20
 
 // nodeBytes is what go-fuse keeps for each file the kernel has looked up
 // (node id tables, the inode, the parent's child entry; about 420 bytes
