@@ -33,14 +33,18 @@ func newSeq() *seqState { return &seqState{last: -1, ahead: -1} }
 // goes on into a new block is sequential: the window doubles (1, 2, 4, ...
 // up to limit) and the blocks after last within the window that readahead
 // has not covered yet are returned. Once the window is open, reads within
-// slack blocks of the last one (the window less one, at most reorder) are
-// of the same stream arriving out of order: one that starts that far
+// reorder blocks of the last one are of the same stream arriving out of
+// order, however small the window still is (the kernel's first readahead
+// reaches 8 blocks ahead at once, while the window is 1): one that starts that far
 // ahead still counts as sequential, one that stays behind or in the last
 // block changes nothing. Any other read is a jump: it closes the window,
 // and the stream starts again from it at one block.
 func (s *seqState) advance(first, last, nblocks, limit int64) (from, to int64) {
 	head := s.last
-	slack := min(max(s.window-1, 0), reorder)
+	slack := int64(0)
+	if s.window > 0 {
+		slack = reorder
+	}
 	switch {
 	case last > head && first >= head-slack && first <= head+1+slack:
 		s.last = last

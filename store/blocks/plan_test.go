@@ -5,41 +5,49 @@ import "testing"
 func TestSeqAdvance(t *testing.T) {
 	type read struct{ first, last, from, to, window int64 }
 	for _, c := range []struct {
-		name  string
-		reads []read
+		name    string
+		nblocks int64 // 12 if 0
+		reads   []read
 	}{
-		{"sequential from 0: the window doubles up to the limit", []read{
+		{"sequential from 0: the window doubles up to the limit", 0, []read{
 			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 3, 7, 7, 4}, {4, 5, 8, 9, 4},
 		}},
-		{"reads within one block start nothing new", []read{
+		{"reads within one block start nothing new", 0, []read{
 			{0, 0, 1, 1, 1}, {0, 0, 0, -1, 1}, {0, 0, 0, -1, 1}, {1, 1, 2, 3, 2},
 		}},
-		{"a jump closes the window; sequential reads after it open it again", []read{
-			{0, 0, 1, 1, 1}, {7, 7, 8, 7, 0}, {8, 8, 9, 9, 1}, {9, 9, 10, 11, 2},
+		{"a jump closes the window; sequential reads after it open it again", 100, []read{
+			{0, 0, 1, 1, 1}, {30, 30, 31, 30, 0}, {31, 31, 32, 32, 1}, {32, 32, 33, 34, 2},
 		}},
-		{"a read going backwards closes the window", []read{
-			{0, 1, 2, 2, 1}, {0, 0, 1, 0, 0},
+		{"a read going backwards beyond the reorder slack closes the window", 100, []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 3, 7, 7, 4}, {4, 20, 21, 24, 4}, {0, 0, 1, 0, 0},
 		}},
-		{"reads of an open stream arriving out of order keep the window", []read{
+		{"a small window already tolerates the kernel's reordering", 100, []read{
+			{0, 0, 1, 1, 1}, {5, 5, 6, 7, 2}, {1, 1, 0, -1, 2}, {2, 2, 0, -1, 2}, {6, 6, 8, 10, 4},
+		}},
+		{"reads of an open stream arriving out of order keep the window", 0, []read{
 			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {4, 4, 7, 8, 4}, {3, 3, 0, -1, 4}, {5, 5, 9, 9, 4},
 		}},
-		{"a read ahead of the stream within the slack counts as sequential", []read{
+		{"a read ahead of the stream within the slack counts as sequential", 0, []read{
 			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {5, 5, 7, 9, 4}, {3, 3, 0, -1, 4}, {4, 4, 0, -1, 4},
 		}},
-		{"a read beyond the slack is a jump", []read{
-			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {7, 7, 8, 7, 0}, {8, 8, 9, 9, 1},
+		{"a read beyond the slack is a jump", 100, []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {20, 20, 21, 20, 0}, {21, 21, 22, 22, 1},
 		}},
-		{"a read behind the slack is a jump", []read{
-			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 3, 7, 7, 4}, {4, 4, 8, 8, 4}, {0, 0, 1, 0, 0},
+		{"a read behind the slack is a jump", 100, []read{
+			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 3, 7, 7, 4}, {4, 20, 21, 24, 4}, {3, 3, 4, 3, 0},
 		}},
-		{"the window stops at the last block", []read{
+		{"the window stops at the last block", 0, []read{
 			{0, 0, 1, 1, 1}, {1, 1, 2, 3, 2}, {2, 2, 4, 6, 4}, {3, 10, 11, 11, 4},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			n := c.nblocks
+			if n == 0 {
+				n = 12
+			}
 			s := newSeq()
 			for k, rd := range c.reads {
-				from, to := s.advance(rd.first, rd.last, 12, 4)
+				from, to := s.advance(rd.first, rd.last, n, 4)
 				if from <= to {
 					s.covered(to)
 				}
