@@ -220,8 +220,14 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 			r.st.bytesServed.Add(int64(got))
 			return vs, got, err
 		}
-		r.budget.release(key(m, i))
 		bo := i * BlockSize
+		// A block read ahead gives its room back once a read has its tail:
+		// its reader is past it. Put back into the memory tier, it stays
+		// for a straggling read of its head; a reader whose reads do not
+		// line up with blocks would otherwise fetch it twice.
+		if end >= bo+int64(len(b)) && r.budget.release(key(m, i)) {
+			r.mem.Put(key(m, i), b)
+		}
 		v := b[max(off, bo)-bo : min(end, bo+int64(len(b)))-bo]
 		vs = append(vs, v)
 		got += len(v)
@@ -275,7 +281,7 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	if seq {
 		lo, hi = runBounds(i, int64(r.cfg.SpanBlocks), numBlocks(m.Size), 0)
 	}
-	cs, first := r.startRun(m, i, lo, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()), start)
+	cs, first := r.startRun(m, i, lo, hi, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()), start)
 	return pending{c: cs[i-first]}
 }
 
@@ -310,7 +316,7 @@ func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start 
 	}
 	if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
 		r.st.freshFlights.Add(1)
-		cs, first := r.startRun(m, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
+		cs, first := r.startRun(m, i, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
 		b, err = cs[i-first].Wait(ctx)
 	}
 	if err != nil && ctx.Err() == nil && passing(err) {

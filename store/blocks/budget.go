@@ -46,8 +46,9 @@ type budget struct {
 // heldBlock is one block's share of the budget, and its call, which holds
 // the block's bytes once it is loaded.
 type heldBlock struct {
-	n int64
-	c *lru.Call[[]byte]
+	n     int64
+	c     *lru.Call[[]byte]
+	loose bool // its room goes to the first run that needs it once loaded
 }
 
 func newBudget(max int64) *budget {
@@ -70,16 +71,19 @@ func (b *budget) take(n int64) bool {
 	return true
 }
 
-// hold accounts n of the bytes reserved to block k, loaded by call c. A
+// hold accounts n of the bytes reserved to block k, loaded by call c;
+// loose, the block gives its room to the first take that needs it once
+// it is loaded, rather than after staleAfter (a block beyond a reader's
+// window, read ahead only because parts are whole). A
 // block held already by an older call (one that failed, about to be
 // released) gives that call's share back.
-func (b *budget) hold(k cache.Key, n int64, c *lru.Call[[]byte]) {
+func (b *budget) hold(k cache.Key, n int64, c *lru.Call[[]byte], loose bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if h, ok := b.held[k]; ok {
 		b.free(h.n)
 	}
-	b.held[k] = heldBlock{n: n, c: c}
+	b.held[k] = heldBlock{n: n, c: c, loose: loose}
 }
 
 // give returns n reserved bytes that no block holds.
@@ -92,15 +96,17 @@ func (b *budget) give(n int64) {
 	b.free(n)
 }
 
-// release returns the bytes of block k, if it is held: it was read, or its
-// load failed.
-func (b *budget) release(k cache.Key) {
+// release returns the bytes of block k, if it is held (it was read, or
+// its load failed), and reports whether it was.
+func (b *budget) release(k cache.Key) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h, ok := b.held[k]; ok {
+	h, ok := b.held[k]
+	if ok {
 		delete(b.held, k)
 		b.free(h.n)
 	}
+	return ok
 }
 
 // failed releases the blocks of calls whose load failed, block first+j
@@ -116,11 +122,12 @@ func (b *budget) failed(first int64, calls []*lru.Call[[]byte], k func(int64) ca
 	}
 }
 
-// sweep releases the blocks whose load failed, and those loaded that were
-// requested staleAfter ago or more and are still unread. b.mu is held.
+// sweep releases the blocks whose load failed, and those loaded and still
+// unread that are loose or were requested staleAfter ago or more. b.mu is
+// held.
 func (b *budget) sweep() {
 	for k, h := range b.held {
-		if isDone(h.c) && (h.c.Failed() || time.Since(h.c.Started()) >= b.stale) {
+		if isDone(h.c) && (h.c.Failed() || h.loose || time.Since(h.c.Started()) >= b.stale) {
 			delete(b.held, k)
 			b.free(h.n)
 		}

@@ -70,6 +70,7 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	}
 	open := s.window > 0
 	from, to := s.advance(first, last, nb, limit)
+	window := s.window
 	if w := s.window * BlockSize; w > r.st.windowMax.Load() {
 		r.st.windowMax.Store(w)
 	}
@@ -80,7 +81,15 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	disk := putOnDisk(true, m.Size, r.disk.Limit())
 	for i := from; i <= to; {
 		lo, hi := runBounds(i, int64(r.cfg.SpanBlocks), nb, from)
-		cs, first := r.startRun(m, i, lo, hi, runAhead, disk, time.Time{})
+		// The budget keeps the blocks of the window; the rest of a part
+		// asked for while the window is smaller than one (the first
+		// reads, or a reader of a header: file(1), a format sniffer) it
+		// keeps loosely, giving their room to the first run that needs it.
+		hold := hi
+		if window < int64(r.cfg.SpanBlocks) {
+			hold = min(hi, to)
+		}
+		cs, first := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
 		if cs == nil {
 			r.st.aheadSkipped.Add(1)
 			return
@@ -107,10 +116,11 @@ func (r *Reader) sequential(m *Member) bool {
 // lo..hi that have no call and are in neither tier, asking the store for
 // them in one request (a block the disk tier holds is loaded alone). A
 // readahead or Warm run first reserves room for lo..hi in the budget and
-// keeps it for the blocks it loads: without room startRun returns nil.
+// keeps it for the blocks it loads, those after hold loosely (budget.hold):
+// without room startRun returns nil.
 // The run ends ReadTimeout after start (the read's start; zero: from
 // now).
-func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[[]byte], int64) {
+func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[[]byte], int64) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -181,7 +191,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi int64, kind runKind, disk bool, s
 	for j, cj := range ru.calls {
 		k := key(m, ru.first+int64(j))
 		_, n := blockRange(m, ru.first+int64(j))
-		r.budget.hold(k, n, cj)
+		r.budget.hold(k, n, cj, ru.first+int64(j) > hold)
 		reserved -= n
 	}
 	r.budget.give(reserved)

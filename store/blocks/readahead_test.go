@@ -331,10 +331,10 @@ func TestBudgetSweep(t *testing.T) {
 	if !b.take(4 << 20) {
 		t.Fatal("take on an empty budget failed")
 	}
-	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil))
-	b.hold(k(1), 1<<20, lru.Finished[[]byte](nil, errors.New("failed")))
-	b.hold(k(2), 1<<20, lru.Finished([]byte("block 2"), nil))
-	b.hold(k(3), 1<<20, flying)
+	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil), false)
+	b.hold(k(1), 1<<20, lru.Finished[[]byte](nil, errors.New("failed")), false)
+	b.hold(k(2), 1<<20, lru.Finished([]byte("block 2"), nil), false)
+	b.hold(k(3), 1<<20, flying, false)
 	if got, ok := b.loaded(k(0)); !ok || string(got) != "block 0" {
 		t.Fatalf("loaded block 0: %q, %v", got, ok)
 	}
@@ -379,4 +379,29 @@ func TestReadaheadFailureReleases(t *testing.T) {
 		readAt(t, r, m, e.data[m.Digest], i*BlockSize, BlockSize)
 	}
 	waitFor(t, func() bool { return r.Stats().Readaheads > 0 && r.Stats().ReadaheadBytes == 0 })
+}
+
+// TestBudgetLoose: a loose block (read ahead beyond a small window) gives
+// its room to the first take that needs it once it is loaded, long before
+// staleAfter; one still in flight keeps it.
+func TestBudgetLoose(t *testing.T) {
+	b := newBudget(2 << 20)
+	b.stale = time.Hour
+	k := func(i int64) cache.Key { return cache.Key{Index: i} }
+	var g lru.Group[cache.Key, []byte]
+	flying, _ := g.Start(k(1))
+	if !b.take(2 << 20) {
+		t.Fatal("take on an empty budget failed")
+	}
+	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil), true)
+	b.hold(k(1), 1<<20, flying, true)
+	if _, ok := b.loaded(k(0)); !ok {
+		t.Fatal("a loose block loaded is not served while no one needs its room")
+	}
+	if !b.take(1<<20) || b.bytes() != 2<<20 {
+		t.Fatalf("take with a loose block loaded: %d bytes reserved, want 2 MiB (block 1 and the new reservation)", b.bytes())
+	}
+	if b.take(1 << 20) {
+		t.Fatal("a loose block in flight gave its room")
+	}
 }

@@ -77,7 +77,8 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 			}
 		}
 		start := time.Now()
-		cs, first := r.startRun(m, i, i, min(i+span, nb)-1, runWarm, false, time.Time{})
+		hi := min(i+span, nb) - 1
+		cs, first := r.startRun(m, i, i, hi, hi, runWarm, false, time.Time{})
 		if cs == nil { // no room in the budget: wait for the oldest block, or for others to be read
 			var err error
 			if len(queue) > 0 {
