@@ -211,10 +211,10 @@ func (d *Disk) writeBatch(batch []*pending) {
 				continue
 			}
 			final := d.path(p.k)
-			if s.fd < 0 {
-				if _, err := os.Lstat(final); err == nil {
-					continue // another process wrote it meanwhile
-				}
+			// Another process wrote it meanwhile: nothing to evict room
+			// for (link's EEXIST stays the backstop of a race with it).
+			if _, err := os.Lstat(final); err == nil {
+				continue
 			}
 			n := int64(len(p.b))
 			if !t.ok || t.bytes+n > d.limit {
