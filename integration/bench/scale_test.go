@@ -225,10 +225,9 @@ func (b *bench) fourGiB(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	hwm, rss := procStatus(m.pid, "VmHWM"), procStatus(m.pid, "VmRSS")
-	budget, budgetText := b.readaheadBudget()
-	lim := math.Round(float64(cacheMem+budget)/1e6) + targetFourGiBOverheadMB
+	lim := math.Round(float64(cacheMem)/1e6) + targetFourGiBOverheadMB
 	b.limitRow(row{scenario: "4 GiB member via dd, --cache-mem 256MiB: daemon peak RSS (VmHWM)", pinfs: mb(hwm),
-		other: fmt.Sprintf("--cache-mem %s + readahead budget %s + %d MB (docs/mount.md)", mb(cacheMem), budgetText, targetFourGiBOverheadMB), cpu: perGB(dm.daemon, dm.bytes)},
+		other: fmt.Sprintf("--cache-mem %s + %d MB (docs/mount.md)", mb(cacheMem), targetFourGiBOverheadMB), cpu: perGB(dm.daemon, dm.bytes)},
 		float64(hwm)/1e6, lim, "MB")
 	b.info("4 GiB member: fixed overhead = peak RSS − cache-mem", mb(hwm-cacheMem), "idle RSS after mount "+mb(idle), "", "", "—")
 	var pts []string

@@ -56,10 +56,7 @@ const (
 	targetWarmBigVsRaw = 0.6
 
 	// targetFourGiBOverheadMB: a 4 GiB member read with --cache-mem 256MiB
-	// peaks at no more than --cache-mem plus the readahead budget (the
-	// default of --readahead-budget: since issue 23 a sequential reader's
-	// window of up to 128 MiB is held beside the memory tier until read)
-	// plus this (MB = 10^6 bytes). It is
+	// peaks at no more than --cache-mem plus this (MB = 10^6 bytes). It is
 	// the bound docs/mount.md ("Memory") documents to users, so the bench
 	// holds the daemon to the documentation, not the other way round.
 	targetFourGiBOverheadMB = 180
