@@ -148,18 +148,7 @@ func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 func (b *bench) setupS3(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b.s.CreateBucket(t, "data", true)
-	b.s.CreateBucket(t, "store", true)
-
-	data := make([]byte, bigSize)
-	rand.NewChaCha8([32]byte{1}).Read(data)
-	t0 := time.Now()
-	v, err := put(ctx, b.client, "data", bigKey, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.bigVersion = v
-	b.note("setup: PUT of the 1 GiB object took %.1f s", time.Since(t0).Seconds())
+	data := b.putBig(t, ctx)
 	b.localFile = filepath.Join(t.TempDir(), "local-1GiB.bin")
 	if err := os.WriteFile(b.localFile, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -172,8 +161,8 @@ func (b *bench) setupS3(t *testing.T) {
 		m := fmt.Sprintf("part-%02d/sample-%04d.bin", i/100, i)
 		b.small[i] = smallObj{key: "small/" + m, member: m}
 	}
-	t0 = time.Now()
-	err = parallel(smallCount, 16, func(i int, _ []byte) error {
+	t0 := time.Now()
+	err := parallel(smallCount, 16, func(i int, _ []byte) error {
 		v, err := put(ctx, b.client, "data", b.small[i].key, smallData(i))
 		b.small[i].version = v
 		return err
@@ -185,6 +174,23 @@ func (b *bench) setupS3(t *testing.T) {
 
 	b.bigDigest = b.pin(t, "s3://data/big/", storeURL, b.env, "1 GiB object")
 	b.smallDigest = b.pinSmall(t, ctx)
+}
+
+// putBig creates the buckets, puts the 1 GiB object (its version in
+// b.bigVersion) and returns its bytes.
+func (b *bench) putBig(t *testing.T, ctx context.Context) []byte {
+	b.s.CreateBucket(t, "data", true)
+	b.s.CreateBucket(t, "store", true)
+	data := make([]byte, bigSize)
+	rand.NewChaCha8([32]byte{1}).Read(data)
+	t0 := time.Now()
+	v, err := put(ctx, b.client, "data", bigKey, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.bigVersion = v
+	b.note("setup: PUT of the 1 GiB object took %.1f s", time.Since(t0).Seconds())
+	return data
 }
 
 // smallData returns the bytes of small object i (deterministic).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,17 +48,8 @@ func TestCPUAB(t *testing.T) {
 	b.client = b.s.RawClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b.s.CreateBucket(t, "data", true)
-	b.s.CreateBucket(t, "store", true)
-	data := make([]byte, bigSize)
-	rand.NewChaCha8([32]byte{1}).Read(data)
-	v, err := put(ctx, b.client, "data", bigKey, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = nil
+	b.putBig(t, ctx)
 	runtime.GC()
-	b.bigVersion = v
 	list := strings.Split(bins, ",")
 	b.bin, benchBin = list[0], list[0]
 	b.bigDigest = b.pin(t, "s3://data/big/", storeURL, b.env, "1 GiB object")
