@@ -14,8 +14,11 @@ import (
 )
 
 // inflightStore counts the requests of an ObjectReader from the call until
-// their body is closed, and the bytes they asked for, and keeps the
-// largest of both.
+// their body has delivered its last byte (or failed, or is closed), and
+// the bytes they asked for, and keeps the largest of both. A body's last
+// block lands as its last byte is read, and the budget may give its room
+// to a new run before the body is closed: counting until Close would see
+// both at once.
 type inflightStore struct {
 	store.ObjectReader
 	mu                       sync.Mutex
@@ -36,7 +39,7 @@ func (s *inflightStore) ReadRange(ctx context.Context, obj store.Object, off, n 
 		s.done(n)
 		return nil, err
 	}
-	return &countedBody{ReadCloser: rc, done: func() { s.done(n) }}, nil
+	return &countedBody{ReadCloser: rc, left: n, done: func() { s.done(n) }}, nil
 }
 
 func (s *inflightStore) done(n int64) {
@@ -55,8 +58,17 @@ func (s *inflightStore) peaks() (reqs, bytes int64) {
 
 type countedBody struct {
 	io.ReadCloser
+	left int64 // bytes not delivered yet
 	once sync.Once
 	done func()
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left <= 0 || err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
 }
 
 func (b *countedBody) Close() error {
