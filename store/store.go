@@ -28,6 +28,9 @@ var (
 	ErrUnversioned = errors.New("not versioned")
 	// ErrNoVersion: an S3 member object was named without a version id.
 	ErrNoVersion = errors.New("object has no pinned version id")
+	// ErrUnreachable: the request got no answer: the connection was
+	// refused or reset before a response, or the name lookup failed.
+	ErrUnreachable = errors.New("the store does not answer")
 	// ErrThrottled: the backend asked the client to slow down (S3 503
 	// SlowDown, 429 and the like); callers back off before they ask again.
 	ErrThrottled = errors.New("throttled: the store asks to slow down")

@@ -53,10 +53,10 @@ func (e *requestError) Detail() string {
 // mapErr turns an SDK error from op on what (an s3:// location beginning
 // with the bucket) into a requestError: one line that names the thing and
 // the cause, wrapping the store sentinel that fits (ErrNotFound,
-// ErrAccessDenied, ErrThrottled) if any and the SDK error. A missing key
-// or version also matches fs.ErrNotExist, as localstore's errors do, and
-// a missing bucket does not: verify.Fetch tells "no such manifest" from
-// "no such store" by it.
+// ErrAccessDenied, ErrThrottled, ErrUnreachable for a request that got no
+// answer) if any and the SDK error. A missing key or version also matches
+// fs.ErrNotExist, as localstore's errors do, and a missing bucket does
+// not: verify.Fetch tells "no such manifest" from "no such store" by it.
 func mapErr(op, what string, err error) error {
 	e := &requestError{sdk: err}
 	sentinel := sentinelOf(err)
@@ -93,6 +93,7 @@ func mapErr(op, what string, err error) error {
 	default:
 		if endpoint, cause, ok := unreachable(err); ok {
 			e.msg = "cannot reach S3 at " + endpoint + ": " + cause
+			e.is = append(e.is, store.ErrUnreachable)
 		} else {
 			e.msg = op + " " + what + ": " + shortCause(err)
 		}

@@ -146,6 +146,9 @@ func TestUnreachableEndpoint(t *testing.T) {
 	// A ranged read makes one attempt, so the test does not wait for retries.
 	_, err = readRange(c, mustVersion(t, "b", "k", "v1"), 0, 1)
 	checkOneLine(t, err, "cannot reach S3 at "+endpoint+": connection refused", "dial tcp")
+	if !errors.Is(err, store.ErrUnreachable) || store.Classify(err) != store.KindUnreachable {
+		t.Errorf("%v: does not wrap store.ErrUnreachable (kind %q)", err, store.Classify(err))
+	}
 }
 
 func TestUnknownHost(t *testing.T) {
@@ -153,7 +156,42 @@ func TestUnknownHost(t *testing.T) {
 		Op: "Get", URL: "https://s3.nohost.invalid/b/k?x-id=GetObject",
 		Err: &net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "s3.nohost.invalid", IsNotFound: true}},
 	}}
-	checkOneLine(t, mapErr("get", "s3://b/k", sdk), "cannot reach S3 at https://s3.nohost.invalid: no such host", "operation error S3: GetObject")
+	err := mapErr("get", "s3://b/k", sdk)
+	checkOneLine(t, err, "cannot reach S3 at https://s3.nohost.invalid: no such host", "operation error S3: GetObject")
+	if store.Classify(err) != store.KindUnreachable {
+		t.Errorf("%v: kind %q, want unreachable", err, store.Classify(err))
+	}
+}
+
+// TestErrorKinds: what pinfs status reports as store_error.kind for each
+// answer of the store.
+func TestErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+		want   store.Kind
+	}{
+		{http.StatusForbidden, "SignatureDoesNotMatch", store.KindAccess},
+		{http.StatusForbidden, "InvalidAccessKeyId", store.KindAccess},
+		{http.StatusNotFound, "XAdminUserNotFound", store.KindAccess},
+		{http.StatusForbidden, "AccessDenied", store.KindAccess},
+		{http.StatusNotFound, "NoSuchKey", store.KindMissing},
+		{http.StatusNotFound, "NoSuchVersion", store.KindMissing},
+		{http.StatusServiceUnavailable, "SlowDown", store.KindOther},
+		{http.StatusInternalServerError, "InternalError", store.KindOther},
+		{http.StatusBadRequest, "InvalidArgument", store.KindOther},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			f, c := newFake(t)
+			f.createBucket("st", "Enabled")
+			answer(f, tc.status, tc.code)
+			// A ranged read makes one attempt: no retries of the 5xx.
+			_, err := readRange(c, mustVersion(t, "st", "k", "v1"), 0, 1)
+			if got := store.Classify(err); got != tc.want {
+				t.Errorf("%d %s: %v: kind %q, want %q", tc.status, tc.code, err, got, tc.want)
+			}
+		})
+	}
 }
 
 func TestNoCredentials(t *testing.T) {
