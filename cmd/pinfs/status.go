@@ -32,12 +32,15 @@ and generations that point at it.
 With MOUNTPOINT (any argument that is not a full digest; a directory
 named like one is ./sha256:...), report on the pinfs mount there: its
 digest, run id, pid and uptime; members opened, bytes served, cache hits
-per tier and network fetches; integrity events so far. Exit 0 when the
-mount serves, 1 when it does not (not a pinfs mount, its daemon is gone,
-it does not answer within --timeout, the path does not exist), with the
-reason on stderr; --json prints the status in every case. This is the
-readiness probe of a sidecar or a systemd unit. --store and --policy are
-ignored.`,
+per tier and network fetches; integrity events so far; the store's last
+error (store_error: kind access, unreachable, missing or other, message,
+time) until a fetch succeeds; the pinfs version. Exit 0 when the mount
+serves, 1 when it does not (not a pinfs mount, its daemon is gone, it
+does not answer within --timeout, the path does not exist, or the store
+refused its last fetch for access: reads of bytes not cached fail until
+a fetch succeeds), with the reason on stderr; --json prints the status
+in every case. This is the readiness probe of a sidecar or a systemd
+unit; --wait waits out a refusal too. --store and --policy are ignored.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		policyFile := policyFlag(fs)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinfs/pinfs/fs"
 	"github.com/pinfs/pinfs/fs/mountinfo"
+	"github.com/pinfs/pinfs/store"
 )
 
 // Errors of Query. It returns one of them wrapped in a one-line message
@@ -23,6 +24,10 @@ var (
 	ErrNotMount = errors.New("is not a pinfs mount")
 	ErrGone     = errors.New("the pinfs daemon is gone")
 	ErrNoAnswer = errors.New("the pinfs daemon did not answer")
+	// ErrStoreRefused: the daemon serves, but the store refused its last
+	// fetch for access (Status.StoreError), so reads of bytes that are not
+	// cached fail: the mount is not ready until a fetch succeeds.
+	ErrStoreRefused = errors.New("the store refuses the mount's credentials")
 )
 
 // Query asks the pinfs mount whose root is dir for its Status. It always
@@ -33,7 +38,10 @@ var (
 // /proc/self/mountinfo with type fuse.pinfs at exactly that path (after
 // symbolic links), and answering getxattr of fs.XattrStatus. A dead mount
 // (its daemon is gone: ENOTCONN) wraps ErrGone; anything else that is not
-// such a root wraps ErrNotMount; a missing path wraps ErrNotExist.
+// such a root wraps ErrNotMount; a missing path wraps ErrNotExist. A
+// daemon that serves but whose last fetch the store refused for access
+// (StoreError of kind "access") wraps ErrStoreRefused: what it serves is
+// only what it has cached.
 //
 // The query is bounded by ctx: when ctx ends first, Query returns at once,
 // wrapping ErrNoAnswer when its deadline passed. The file system calls go
@@ -81,6 +89,10 @@ func decode(dir string, b []byte) (*Status, error) {
 	st.Mountpoint = dir // the path this caller sees, which may differ from the daemon's
 	if !st.Serving {
 		return failed(&st, fmt.Errorf("%s: the pinfs daemon says it is not serving", dir))
+	}
+	if se := st.StoreError; se != nil && se.Kind == string(store.KindAccess) {
+		return failed(&st, fmt.Errorf("%s: %w (last refused at %s; reads of bytes not cached fail until a fetch succeeds): %s",
+			dir, ErrStoreRefused, se.Time.UTC().Format(time.RFC3339), se.Message))
 	}
 	return &st, nil
 }

@@ -134,6 +134,34 @@ func TestQueryAnswers(t *testing.T) {
 	}
 }
 
+// TestQueryStoreRefused: a daemon whose last fetch the store refused for
+// access is not ready, with the refusal on the one line; any other store
+// error is reported and the mount serves.
+func TestQueryStoreRefused(t *testing.T) {
+	src := testSource(time.Now())
+	se := &StoreError{Kind: "access", Time: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC),
+		Message: "s3://st: the secret key is wrong (the signature does not match; check AWS_SECRET_ACCESS_KEY or the profile)"}
+	src.StoreError = func() *StoreError { return se }
+	askFunc = func(string) ([]byte, error) { return src.JSON(), nil }
+	t.Cleanup(func() { askFunc = ask })
+	dir := t.TempDir()
+	want := dir + ": the store refuses the mount's credentials (last refused at 2026-12-02T08:00:00Z; " +
+		"reads of bytes not cached fail until a fetch succeeds): " + se.Message
+	st, err := Query(context.Background(), dir)
+	if !errors.Is(err, ErrStoreRefused) || err.Error() != want || st.Serving || st.Error != want ||
+		st.StoreError == nil || *st.StoreError != *se || st.RunID != src.RunID {
+		t.Fatalf("refused: %v (status %+v)\nwant %q", err, st, want)
+	}
+
+	for _, kind := range []string{"unreachable", "missing", "other"} {
+		se = &StoreError{Kind: kind, Message: "m", Time: time.Now()}
+		st, err := Query(context.Background(), dir)
+		if err != nil || !st.Serving || st.StoreError == nil || st.StoreError.Kind != kind {
+			t.Errorf("%s: %v (status %+v), want serving with the store error", kind, err, st)
+		}
+	}
+}
+
 func TestClassify(t *testing.T) {
 	gone := "/x: the pinfs daemon is gone (transport endpoint is not connected); remove the dead mount with pinfs unmount /x"
 	for _, c := range []struct {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
 	"github.com/pinfs/pinfs/store/blocks"
 )
 
@@ -38,6 +39,21 @@ type Status struct {
 	CacheHits       Tiers     `json:"cache_hits"`
 	NetworkFetches  int64     `json:"network_fetches"`
 	IntegrityEvents Integrity `json:"integrity_events"`
+	// StoreError is the failure of the mount's last fetch from the store,
+	// until a fetch succeeds; nil when there is none. Query does not
+	// count a mount whose last fetch was refused for access as serving.
+	StoreError *StoreError    `json:"store_error,omitempty"`
+	Version    buildinfo.Info `json:"version,omitzero"` // the daemon's build
+}
+
+// StoreError is how the mount's last failed fetch from the store failed
+// (store/health): Kind is "access" (the store refused the credentials),
+// "unreachable", "missing" or "other" (store.Classify); Message its
+// one-line error; Time when it failed.
+type StoreError struct {
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+	Time    time.Time `json:"time"`
 }
 
 // Tiers counts blocks served from each cache tier.
@@ -60,13 +76,15 @@ type Integrity struct {
 // Source is what a serving mount reports its Status from. Its fields are
 // set before the mount serves and not changed after; Stats and
 // MembersOpened must be safe for concurrent use (blocks.Reader.Stats and
-// consumed.Tracker.MembersOpened are).
+// consumed.Tracker.MembersOpened are), and so must StoreError, which may
+// be nil.
 type Source struct {
 	Mountpoint, Digest, RunID, Store, CacheDir string
 	Members                                    int // in the snapshot
 	Started                                    time.Time
 	Stats                                      func() blocks.Stats
 	MembersOpened                              func() int64
+	StoreError                                 func() *StoreError // the last failed fetch, nil for none
 }
 
 // Status returns the mount's status now.
@@ -79,8 +97,15 @@ func (s *Source) Status() *Status {
 		Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Store: s.Store, CacheDir: s.CacheDir,
 		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
-		IntegrityEvents: in,
+		IntegrityEvents: in, StoreError: s.storeError(), Version: buildinfo.Get(),
 	}
+}
+
+func (s *Source) storeError() *StoreError {
+	if s.StoreError == nil {
+		return nil
+	}
+	return s.StoreError()
 }
 
 // JSON returns Status() as JSON: the value of the status attribute
@@ -93,8 +118,8 @@ func (s *Source) JSON() []byte {
 	return b
 }
 
-// WriteText writes s for a person: a serving mount in four lines, any
-// other in one line with the reason.
+// WriteText writes s for a person: a serving mount in five lines (six
+// with the store's last error), any other in one line with the reason.
 func (s *Status) WriteText(w io.Writer) error {
 	if !s.Serving {
 		_, err := fmt.Fprintf(w, "%s not serving: %s\n", s.Mountpoint, s.Error)
@@ -110,5 +135,12 @@ func (s *Status) WriteText(w io.Writer) error {
 		s.MembersOpened, s.Members, s.BytesServed,
 		s.CacheHits.Memory, s.CacheHits.Disk, s.NetworkFetches,
 		in.Total, in.Mismatch, in.VersionMissing, in.FetchFailed)
+	if err == nil && s.StoreError != nil {
+		se := s.StoreError
+		_, err = fmt.Fprintf(w, "  store error: %s at %s: %s\n", se.Kind, se.Time.UTC().Format(time.RFC3339), se.Message)
+	}
+	if err == nil {
+		_, err = fmt.Fprintf(w, "  pinfs %s\n", s.Version)
+	}
 	return err
 }

@@ -6,9 +6,11 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
 	"github.com/pinfs/pinfs/store/blocks"
 )
 
@@ -32,12 +34,28 @@ func TestSourceStatus(t *testing.T) {
 		Started: started, UptimeSeconds: st.UptimeSeconds, Store: "s3://b/p", CacheDir: "/c", Members: 1000,
 		MembersOpened: 7, BytesServed: 12345, CacheHits: Tiers{Memory: 10, Disk: 2}, NetworkFetches: 5,
 		IntegrityEvents: Integrity{Mismatch: 3, VersionMissing: 1, FetchFailed: 4, Total: 8},
+		Version:         buildinfo.Get(),
 	}
 	if *st != want {
 		t.Errorf("status\n got %+v\nwant %+v", *st, want)
 	}
 	if st.UptimeSeconds < 62 {
 		t.Errorf("uptime %v s, want at least 62", st.UptimeSeconds)
+	}
+	if st.Version.Version == "" {
+		t.Errorf("status names no version: %+v", st.Version)
+	}
+
+	// The store's last error, as the mount's store/health reports it.
+	src := testSource(started)
+	se := &StoreError{Kind: "access", Message: "s3://st: the secret key is wrong", Time: started}
+	src.StoreError = func() *StoreError { return se }
+	if got := src.Status().StoreError; got != se {
+		t.Errorf("store error %+v, want %+v", got, se)
+	}
+	src.StoreError = func() *StoreError { return nil }
+	if got := src.Status().StoreError; got != nil {
+		t.Errorf("store error %+v, want none", got)
 	}
 }
 
@@ -54,9 +72,24 @@ func TestJSONFieldNames(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{"bytes_served", "cache_dir", "cache_hits", "digest", "integrity_events", "members",
-		"members_opened", "mountpoint", "network_fetches", "pid", "run_id", "serving", "started", "store", "uptime_seconds"}
+		"members_opened", "mountpoint", "network_fetches", "pid", "run_id", "serving", "started", "store", "uptime_seconds",
+		"version"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v\nwant %v", keys, want)
+	}
+	if v, ok := m["version"].(map[string]any); !ok || v["version"] != buildinfo.Get().Version {
+		t.Errorf("version %v, want the build's %+v", m["version"], buildinfo.Get())
+	}
+	src := testSource(time.Now())
+	src.StoreError = func() *StoreError {
+		return &StoreError{Kind: "unreachable", Message: "cannot reach S3", Time: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+	}
+	var withErr struct {
+		StoreError json.RawMessage `json:"store_error"`
+	}
+	if err := json.Unmarshal(src.JSON(), &withErr); err != nil ||
+		string(withErr.StoreError) != `{"kind":"unreachable","message":"cannot reach S3","time":"2026-12-02T08:00:00Z"}` {
+		t.Errorf("store_error %s (%v)", withErr.StoreError, err)
 	}
 	hits, _ := json.Marshal(m["cache_hits"])
 	integrity, _ := json.Marshal(m["integrity_events"])
@@ -97,9 +130,18 @@ func TestWriteText(t *testing.T) {
 	want := "/data/sha256:ab serving sha256:ab run run-1 pid " + strconv.Itoa(os.Getpid()) + " up 1m2s\n" +
 		"  members 7/1000 opened, 12345 bytes served\n" +
 		"  cache hits: memory 10, disk 2; network fetches 5\n" +
-		"  integrity events: 8 (mismatch 3, version_missing 1, fetch_failed 4)\n"
+		"  integrity events: 8 (mismatch 3, version_missing 1, fetch_failed 4)\n" +
+		"  pinfs " + buildinfo.Get().String() + "\n"
 	if b.String() != want {
 		t.Errorf("text\n%s\nwant\n%s", b.String(), want)
+	}
+
+	st.StoreError = &StoreError{Kind: "unreachable", Message: "cannot reach S3 at http://h: connection refused",
+		Time: time.Date(2026, 12, 2, 8, 0, 0, 0, time.FixedZone("CET", 3600))}
+	b.Reset()
+	st.WriteText(&b)
+	if line := "  store error: unreachable at 2026-12-02T07:00:00Z: cannot reach S3 at http://h: connection refused\n"; !strings.Contains(b.String(), line) {
+		t.Errorf("text\n%s\nlacks\n%s", b.String(), line)
 	}
 
 	b.Reset()
