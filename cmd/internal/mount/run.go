@@ -25,6 +25,7 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/health"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
@@ -83,6 +84,10 @@ type Config struct {
 	// mounts its inputs in-process and waits for this before it runs the
 	// transform.
 	Ready func(runID string)
+
+	// ProbeTimeout bounds the check of the store a mount makes before it
+	// serves (checkStore; zero: 10 s).
+	ProbeTimeout time.Duration
 }
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
@@ -90,7 +95,10 @@ type Config struct {
 // readiness or failure to a waiting parent (Notify). With c.RequirePermit
 // or c.Policy it checks the run's permit or the snapshot's approvals
 // against the store first, before it touches the mountpoint, the cache
-// or the run record.
+// or the run record. Before it writes the run record it checks that the
+// store takes its credentials, even when the snapshot came from the cache
+// dir (checkStore): a refusal fails the mount, an unreachable store does
+// not.
 func Run(ctx context.Context, c Config) (err error) {
 	runID := ""
 	defer func() { Notify(runID, err) }()
@@ -116,9 +124,15 @@ func Run(ctx context.Context, c Config) (err error) {
 	} else if cleaned {
 		log.Info("removed a dead mount left by an earlier pinfs", "mountpoint", c.Mountpoint)
 	}
-	meta := metacache.New(filepath.Join(c.CacheDir, "meta"), c.Store, metacache.WithLogger(log))
+	// The fetches of the read path go through watched, whose last failure
+	// pinfs status reports.
+	watched := health.New(c.Store)
+	meta := metacache.New(filepath.Join(c.CacheDir, "meta"), watched, metacache.WithLogger(log))
 	snap, err := verify.Load(ctx, meta, c.Digest)
 	if err != nil {
+		return err
+	}
+	if err := checkStore(ctx, watched, c.Digest, c.ProbeTimeout, log); err != nil {
 		return err
 	}
 	rec, err := runrecord.Open(ctx, runrecord.Options{
@@ -140,7 +154,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	defer disk.Close()
 	br, err := blocks.New(blocks.Config{
-		Objects: c.Store, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
+		Objects: watched, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
 	})
@@ -171,6 +185,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	status := &mountstatus.Source{ // pinfs status MOUNTPOINT reads it from the root's xattr
 		Mountpoint: c.Mountpoint, Digest: string(c.Digest), RunID: runID, Store: c.Store.String(), CacheDir: c.CacheDir,
 		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
+		StoreError: storeError(watched),
 	}
 	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON})
