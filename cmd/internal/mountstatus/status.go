@@ -5,8 +5,10 @@
 // its Status as JSON (Source.JSON, set as fs.Options.Status). Query reads
 // that attribute, bounded by its context so that a hung daemon cannot hang
 // the caller, and tells a serving mount from a dead one (its daemon is
-// gone: ENOTCONN), a path that is not the root of a pinfs mount, and a path
-// that does not exist. A readiness probe is exactly this query.
+// gone: ENOTCONN), a path that is not the root of a pinfs mount, a path
+// that does not exist, and a daemon that serves only its cache because the
+// store refused its last fetch for access. A readiness probe is exactly
+// this query.
 package mountstatus
 
 import (
