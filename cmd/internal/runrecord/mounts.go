@@ -1,6 +1,10 @@
 package runrecord
 
-import "time"
+import (
+	"time"
+
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
+)
 
 // Run states (Run.State, Mount.State).
 const (
@@ -20,17 +24,18 @@ const silentIntervals = 3
 
 // Mount is one process that served the run: from its run_start/resume to its run_end.
 type Mount struct {
-	Host          string        `json:"host"`
-	PID           int           `json:"pid"`
-	Start         time.Time     `json:"start"`
-	Resumed       bool          `json:"resume"`
-	End           *time.Time    `json:"end,omitempty"` // run_end time; nil if none
-	Last          time.Time     `json:"last"`          // its latest event
-	Store         string        `json:"store,omitempty"`
-	Proc          string        `json:"-"` // the process's identity on its host (Event.Proc); "" in older records
-	FlushInterval time.Duration `json:"-"`
-	Totals        *Totals       `json:"totals,omitempty"` // from its run_end
-	State         string        `json:"state"`            // running | ended | crashed
+	Host          string          `json:"host"`
+	PID           int             `json:"pid"`
+	Start         time.Time       `json:"start"`
+	Resumed       bool            `json:"resume"`
+	End           *time.Time      `json:"end,omitempty"` // run_end time; nil if none
+	Last          time.Time       `json:"last"`          // its latest event
+	Store         string          `json:"store,omitempty"`
+	Pinfs         *buildinfo.Info `json:"pinfs,omitempty"` // the build that served it (Event.Pinfs); nil in older records
+	Proc          string          `json:"-"`               // the process's identity on its host (Event.Proc); "" in older records
+	FlushInterval time.Duration   `json:"-"`
+	Totals        *Totals         `json:"totals,omitempty"` // from its run_end
+	State         string          `json:"state"`            // running | ended | crashed
 }
 
 // Liveness reports whether the process of mount m is alive; known=false
@@ -60,7 +65,7 @@ func (r *Run) Mounts(now time.Time, alive Liveness) []Mount {
 			continue
 		}
 		if e.Event == RunStart || e.Event == Resume {
-			m := Mount{Host: e.Host, PID: e.PID, Proc: e.Proc, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store}
+			m := Mount{Host: e.Host, PID: e.PID, Proc: e.Proc, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store, Pinfs: e.Pinfs}
 			m.FlushInterval, _ = time.ParseDuration(e.FlushInterval)
 			ms = append(ms, m)
 			if e.Host != "" || e.PID != 0 {
