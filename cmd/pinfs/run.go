@@ -42,24 +42,18 @@ type recordFlags struct {
 
 func defineRecordFlags(fs *pflag.FlagSet) recordFlags {
 	return recordFlags{
-		record:   fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)"),
+		record:   fs.String("run-record", "", recordHelp),
 		cacheDir: fs.String("cache-dir", defaultCacheDir(), "`DIR` whose spool (undelivered events) is merged and whose verified metadata is reused"),
 	}
 }
 
 // source returns the record to read.
 func (f recordFlags) source() (runrecord.Source, error) {
-	src := runrecord.Source{URL: *f.record}
-	if *f.cacheDir != "" {
-		src.SpoolDir = filepath.Join(*f.cacheDir, "spool")
+	url, err := recordURL(*f.record, *f.cacheDir)
+	if err != nil {
+		return runrecord.Source{}, err
 	}
-	if src.URL == "" {
-		if *f.cacheDir == "" {
-			return src, usagef("--run-record is required (no default cache dir)")
-		}
-		src.URL = filepath.Join(*f.cacheDir, "runs.jsonl")
-	}
-	return src, nil
+	return runrecord.Source{URL: url, SpoolDir: spoolOf(*f.cacheDir)}, nil
 }
 
 // readRun reads run id's events; a missing run is exit 1 with one line.
@@ -160,7 +154,7 @@ var runShowCmd = &command{
 	args:  "RUN_ID --run-record URL [--members] [--json]",
 	short: "what one run read and what went wrong while it read",
 	long: `Show run RUN_ID: its snapshot digest and permit, every mount (host, pid,
-start, resume, end), the totals of its run_end events, its integrity
+start, resume, end, the pinfs build that served it), the totals of its run_end events, its integrity
 events grouped by kind with the members they name, and its consumed set:
 members opened and read in full, distinct bytes, per split, and the
 consumed set's digest. --members lists each consumed member: path, id,
@@ -220,7 +214,11 @@ func printRun(w io.Writer, r *runs.Report) {
 		if m.End != nil {
 			end = stamp(*m.End)
 		}
-		fmt.Fprintf(w, "  %s pid %d  %s %s  end %s  %s\n", m.Host, m.PID, kind, stamp(m.Start), end, m.State)
+		build := ""
+		if m.Pinfs != nil {
+			build = "  pinfs " + m.Pinfs.String()
+		}
+		fmt.Fprintf(w, "  %s pid %d  %s %s  end %s  %s%s\n", m.Host, m.PID, kind, stamp(m.Start), end, m.State, build)
 	}
 	t := r.Totals
 	fmt.Fprintf(w, "totals  bytes served %d, blocks verified %d, memory hits %d, disk hits %d, network fetches %d\n",

@@ -201,7 +201,7 @@ func Run(ctx context.Context, c Config) (err error) {
 
 // spoolDir is where a mount with cache directory cacheDir spools run
 // record events and keeps its bindings.
-func spoolDir(cacheDir string) string { return filepath.Join(cacheDir, "spool") }
+func spoolDir(cacheDir string) string { return runrecord.SpoolDirOf(cacheDir) }
 
 // admitted makes the checks of c.RequirePermit and c.Policy, which come
 // before anything is mounted or written. With RequirePermit it returns
