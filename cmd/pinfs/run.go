@@ -19,6 +19,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/progress"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/cmd/internal/runs"
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 )
@@ -68,10 +69,15 @@ func (f recordFlags) readRun(ctx context.Context, args []string) (*runrecord.Run
 	return runrecord.ReadRun(ctx, src, args[0])
 }
 
-// table loads the member table of run's snapshot from storeURL, or from
-// the store its mounts recorded; from S3 through the cache dir's verified
-// metadata.
-func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, error) {
+// storeFlagOfRun is the --store flag of pinfs run show, replay and
+// export, which default to the store the run's mounts recorded.
+func storeFlagOfRun(fs *pflag.FlagSet) *string {
+	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+}
+
+// runStore opens the store of run: storeURL, or else the store its latest
+// mount recorded (run_start and resume name the mount's --store).
+func runStore(ctx context.Context, run *runrecord.Run, storeURL string) (store.Store, error) {
 	if storeURL == "" {
 		for _, m := range run.Mounts(time.Now(), nil) {
 			if m.Store != "" {
@@ -82,21 +88,28 @@ func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL str
 	if storeURL == "" {
 		return nil, usagef("run %s recorded no store: pass --store", run.RunID)
 	}
-	st, err := openStore(ctx, storeURL)
+	return openStore(ctx, storeURL)
+}
+
+// table loads the member table of run's snapshot from its store
+// (runStore), from S3 through the cache dir's verified metadata, and
+// returns the table and the store.
+func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, store.Store, error) {
+	st, err := runStore(ctx, run, storeURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var g verify.Getter = st
-	if *f.cacheDir != "" && strings.HasPrefix(storeURL, "s3://") {
+	if *f.cacheDir != "" && strings.HasPrefix(st.String(), "s3://") {
 		// A local store is as near as the cache: copying a million-member
 		// table into it would only cost time.
 		g = metacache.New(filepath.Join(*f.cacheDir, "meta"), st)
 	}
 	snap, err := verify.Load(ctx, g, run.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("the member table of %s: %w", run.Digest, err)
+		return nil, nil, fmt.Errorf("the member table of %s: %w", run.Digest, err)
 	}
-	return snap.Table(), nil
+	return snap.Table(), st, nil
 }
 
 var runListCmd = &command{
@@ -164,7 +177,7 @@ The consumed set is kept by member index, so show reads the snapshot's
 member table: from --store, or from the store the run's mount recorded.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+		storeURL := storeFlagOfRun(fs)
 		members := fs.Bool("members", false, "list the consumed members")
 		asJSON := fs.Bool("json", false, "print the run as JSON")
 		return func(ctx context.Context, args []string) error {
@@ -188,7 +201,7 @@ func (f recordFlags) report(ctx context.Context, args []string, storeURL string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	t, err := f.table(ctx, run, storeURL)
+	t, _, err := f.table(ctx, run, storeURL)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -260,17 +273,18 @@ func printRun(w io.Writer, r *runs.Report) {
 
 var runReplayCmd = &command{
 	name:  "replay",
-	args:  "RUN_ID --run-record URL --store STORE [--all]",
+	args:  "RUN_ID --run-record URL [--store STORE] [--all]",
 	short: "re-read and verify every member the run consumed",
 	long: `Re-read from the store every member run RUN_ID consumed (opened or read),
 or every member of its snapshot with --all, at its pinned version, and
 verify each whole member against its BLAKE3 digest. Progress goes to
 stderr. Exit 0 proves the run's input can be reproduced byte for byte;
 exit 1 names each member that cannot (its version is gone, it no longer
-hashes to its digest, it cannot be read).`,
+hashes to its digest, it cannot be read). The store is --store, or else,
+as for pinfs run show, the store the run's mount recorded.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := storeFlag(fs)
+		storeURL := storeFlagOfRun(fs)
 		all := fs.Bool("all", false, "replay every member of the snapshot, not only those consumed")
 		jobs := fs.Int("jobs", 16, "members read at once")
 		quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -279,11 +293,7 @@ hashes to its digest, it cannot be read).`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(ctx, *storeURL)
-			if err != nil {
-				return err
-			}
-			t, err := rf.table(ctx, run, st.String())
+			t, st, err := rf.table(ctx, run, *storeURL)
 			if err != nil {
 				return err
 			}
@@ -346,7 +356,7 @@ whose materials (resolvedDependencies) are the manifest digest and the
 consumed set's digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+		storeURL := storeFlagOfRun(fs)
 		format := fs.String("format", "prov", "`prov` (W3C PROV-JSON) or intoto (in-toto Statement v1)")
 		outFile := fs.String("out", "", "write to `FILE` instead of stdout")
 		return func(ctx context.Context, args []string) error {
