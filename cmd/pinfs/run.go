@@ -180,8 +180,12 @@ member table: from --store, or from the store the run's mount recorded.`,
 		storeURL := storeFlagOfRun(fs)
 		members := fs.Bool("members", false, "list the consumed members")
 		asJSON := fs.Bool("json", false, "print the run as JSON")
+		liveTimeout := fs.Duration("live-timeout", 5*time.Second, "how long each running mount of the run on this host may take to answer for its counters and consumed set (`D`; 0: do not ask, report the record only)")
 		return func(ctx context.Context, args []string) error {
-			rep, _, _, err := rf.report(ctx, args, *storeURL, *members)
+			if *liveTimeout < 0 {
+				return usagef("--live-timeout %v: want 0 or a positive duration", *liveTimeout)
+			}
+			rep, _, _, err := rf.report(ctx, args, *storeURL, *members, *liveTimeout)
 			if err != nil {
 				return err
 			}
@@ -195,8 +199,10 @@ member table: from --store, or from the store the run's mount recorded.`,
 }
 
 // report reads run args[0] and its snapshot's member table and builds
-// its report.
-func (f recordFlags) report(ctx context.Context, args []string, storeURL string, members bool) (*runs.Report, *consumed.Set, *verify.Table, error) {
+// its report; with liveTimeout > 0 it asks the run's mounts on this host
+// for their counters and consumed set so far (runs.AskLive), each within
+// liveTimeout.
+func (f recordFlags) report(ctx context.Context, args []string, storeURL string, members bool, liveTimeout time.Duration) (*runs.Report, *consumed.Set, *verify.Table, error) {
 	run, err := f.readRun(ctx, args)
 	if err != nil {
 		return nil, nil, nil, err
@@ -209,7 +215,11 @@ func (f recordFlags) report(ctx context.Context, args []string, storeURL string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return runs.ShowSet(run, t, set, time.Now(), runrecord.LocalLiveness, members), set, t, nil
+	var live []runs.LiveMount
+	if liveTimeout > 0 {
+		live = runs.AskLive(ctx, run, t, liveTimeout)
+	}
+	return runs.ShowSet(run, t, set, time.Now(), runrecord.LocalLiveness, members, live), set, t, nil
 }
 
 func printRun(w io.Writer, r *runs.Report) {
@@ -232,10 +242,16 @@ func printRun(w io.Writer, r *runs.Report) {
 			build = "  pinfs " + m.Pinfs.String()
 		}
 		fmt.Fprintf(w, "  %s pid %d  %s %s  end %s  %s%s\n", m.Host, m.PID, kind, stamp(m.Start), end, m.State, build)
+		if m.State == runrecord.StateRunning {
+			printCurrency(w, &m)
+		}
 	}
 	t := r.Totals
 	fmt.Fprintf(w, "totals  bytes served %d, blocks verified %d, memory hits %d, disk hits %d, network fetches %d\n",
 		t.BytesServed, t.BlocksVerified, t.MemHits, t.DiskHits, t.NetworkFetches)
+	if n := unasked(r.Mounts); n > 0 {
+		fmt.Fprintf(w, "  without the counters of %d running mount(s) not asked live: a mount records them at run_end\n", n)
+	}
 	c := r.Consumed
 	fmt.Fprintf(w, "consumed  %d members opened, %d read in full, %d bytes  (%s)\n", c.MembersOpened, c.MembersFull, c.Bytes, c.Digest)
 	for _, name := range slices.Sorted(maps.Keys(c.Splits)) {
@@ -269,6 +285,40 @@ func printRun(w io.Writer, r *runs.Report) {
 	if r.Torn > 0 {
 		fmt.Fprintf(w, "%d torn lines skipped\n", r.Torn)
 	}
+}
+
+// printCurrency says how current the report is for running mount m: the
+// record holds its reads as of its last flush; a live mount of this host
+// answered for now.
+func printCurrency(w io.Writer, m *runs.MountReport) {
+	every := "flush interval not recorded"
+	if m.Every != "" {
+		every = "every " + m.Every
+	}
+	flushed := "as of the last flush at " + stamp(m.LastFlush)
+	if m.LastFlush.IsZero() {
+		flushed = "as of its start at " + stamp(m.Start) + ", before any flush"
+	}
+	if l := m.Live; l != nil {
+		fmt.Fprintf(w, "    live at %s, asked at %s: %d members opened, %d bytes served (the record is %s (%s))\n",
+			l.Mountpoint, stamp(l.Time), l.Totals.MembersOpened, l.Totals.BytesServed, flushed, every)
+		if l.Error != "" {
+			fmt.Fprintf(w, "    its consumed set is the record's: %s\n", l.Error)
+		}
+		return
+	}
+	fmt.Fprintf(w, "    %s (%s)\n", flushed, every)
+}
+
+// unasked counts the running mounts in ms that did not answer live.
+func unasked(ms []runs.MountReport) int {
+	n := 0
+	for _, m := range ms {
+		if m.State == runrecord.StateRunning && m.Live == nil {
+			n++
+		}
+	}
+	return n
 }
 
 var runReplayCmd = &command{
@@ -363,7 +413,7 @@ consumed set's digest.`,
 			if *format != "prov" && *format != "intoto" {
 				return usagef("--format %q: want prov or intoto", *format)
 			}
-			rep, set, t, err := rf.report(ctx, args, *storeURL, true)
+			rep, set, t, err := rf.report(ctx, args, *storeURL, true, 0) // the record's facts only: no live mount
 			if err != nil {
 				return err
 			}

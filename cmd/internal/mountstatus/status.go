@@ -38,6 +38,7 @@ type Status struct {
 	CacheHits       Tiers     `json:"cache_hits"`
 	NetworkFetches  int64     `json:"network_fetches"`
 	IntegrityEvents Integrity `json:"integrity_events"`
+	BlocksVerified  int64     `json:"blocks_verified,omitempty"` // as run_end's totals count them
 }
 
 // Tiers counts blocks served from each cache tier.
@@ -80,6 +81,7 @@ func (s *Source) Status() *Status {
 		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
 		IntegrityEvents: in,
+		BlocksVerified:  st.BlocksVerified,
 	}
 }
 

@@ -32,6 +32,7 @@ func TestSourceStatus(t *testing.T) {
 		Started: started, UptimeSeconds: st.UptimeSeconds, Store: "s3://b/p", CacheDir: "/c", Members: 1000,
 		MembersOpened: 7, BytesServed: 12345, CacheHits: Tiers{Memory: 10, Disk: 2}, NetworkFetches: 5,
 		IntegrityEvents: Integrity{Mismatch: 3, VersionMissing: 1, FetchFailed: 4, Total: 8},
+		BlocksVerified:  99,
 	}
 	if *st != want {
 		t.Errorf("status\n got %+v\nwant %+v", *st, want)
@@ -53,7 +54,7 @@ func TestJSONFieldNames(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"bytes_served", "cache_dir", "cache_hits", "digest", "integrity_events", "members",
+	want := []string{"blocks_verified", "bytes_served", "cache_dir", "cache_hits", "digest", "integrity_events", "members",
 		"members_opened", "mountpoint", "network_fetches", "pid", "run_id", "serving", "started", "store", "uptime_seconds"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v\nwant %v", keys, want)

@@ -28,8 +28,9 @@ type Mount struct {
 	PID           int             `json:"pid"`
 	Start         time.Time       `json:"start"`
 	Resumed       bool            `json:"resume"`
-	End           *time.Time      `json:"end,omitempty"` // run_end time; nil if none
-	Last          time.Time       `json:"last"`          // its latest event
+	End           *time.Time      `json:"end,omitempty"`       // run_end time; nil if none
+	Last          time.Time       `json:"last"`                // its latest event
+	LastFlush     time.Time       `json:"last_flush,omitzero"` // its latest consumed event: what the record knows of its reads is as of then
 	Store         string          `json:"store,omitempty"`
 	Pinfs         *buildinfo.Info `json:"pinfs,omitempty"` // the build that served it (Event.Pinfs); nil in older records
 	Proc          string          `json:"-"`               // the process's identity on its host (Event.Proc); "" in older records
@@ -83,6 +84,9 @@ func (r *Run) Mounts(now time.Time, alive Liveness) []Mount {
 		m := &ms[j]
 		if e.Time.After(m.Last) {
 			m.Last = e.Time
+		}
+		if e.Event == ConsumedSet && e.Time.After(m.LastFlush) {
+			m.LastFlush = e.Time
 		}
 		if e.Event == RunEnd && m.End == nil {
 			end := e.Time
@@ -140,11 +144,12 @@ func (m *Mount) interval() time.Duration {
 // binding was made, its mount stopped before run_start was stored) is
 // crashed: it has no run_end and no live process.
 func (r *Run) State(now time.Time, alive Liveness) string {
-	return runState(r.Mounts(now, alive), r.Permit != nil)
+	return StateOf(r.Mounts(now, alive), r.Permit != nil)
 }
 
-// runState is State over mounts ms.
-func runState(ms []Mount, permit bool) string {
+// StateOf is Run.State over the run's mounts ms (Run.Mounts), for a run
+// that holds a permit when permit is true.
+func StateOf(ms []Mount, permit bool) string {
 	if len(ms) == 0 {
 		if permit {
 			return StateAdmitted
