@@ -164,14 +164,22 @@ func stamp(t time.Time) string {
 
 var runShowCmd = &command{
 	name:  "show",
-	args:  "RUN_ID --run-record URL [--members] [--json]",
+	args:  "RUN_ID --run-record URL [--members] [--json] [--live-timeout D]",
 	short: "what one run read and what went wrong while it read",
 	long: `Show run RUN_ID: its snapshot digest and permit, every mount (host, pid,
-start, resume, end, the pinfs build that served it), the totals of its run_end events, its integrity
-events grouped by kind with the members they name, and its consumed set:
-members opened and read in full, distinct bytes, per split, and the
-consumed set's digest. --members lists each consumed member: path, id,
-digest, pinned version, bytes read, full.
+start, resume, end, the pinfs build that served it), the totals of its
+run_end events, its integrity events grouped by kind with the members
+they name, and its consumed set: members opened and read in full,
+distinct bytes, per split, and the consumed set's digest. --members
+lists each consumed member: path, id, digest, pinned version, bytes
+read, full.
+
+A running mount writes its consumed set every --flush-interval and its
+counters at run_end, so the record has it only as of its last flush,
+which show says. Show asks the run's mounts that serve on this host (the
+mount table's pinfs mounts of its digest, matched by run id and pid) for
+their counters and consumed set so far, each within --live-timeout, so
+that a live run is reported as it is now.
 
 The consumed set is kept by member index, so show reads the snapshot's
 member table: from --store, or from the store the run's mount recorded.`,
@@ -180,7 +188,7 @@ member table: from --store, or from the store the run's mount recorded.`,
 		storeURL := storeFlagOfRun(fs)
 		members := fs.Bool("members", false, "list the consumed members")
 		asJSON := fs.Bool("json", false, "print the run as JSON")
-		liveTimeout := fs.Duration("live-timeout", 5*time.Second, "how long each running mount of the run on this host may take to answer for its counters and consumed set (`D`; 0: do not ask, report the record only)")
+		liveTimeout := fs.Duration("live-timeout", 5*time.Second, "wait at most `D` for each running mount of the run on this host to answer with its counters and consumed set; 0 asks none and reports the record only")
 		return func(ctx context.Context, args []string) error {
 			if *liveTimeout < 0 {
 				return usagef("--live-timeout %v: want 0 or a positive duration", *liveTimeout)
