@@ -37,8 +37,8 @@ type Status struct {
 	BytesServed     int64     `json:"bytes_served"`
 	CacheHits       Tiers     `json:"cache_hits"`
 	NetworkFetches  int64     `json:"network_fetches"`
-	IntegrityEvents Integrity `json:"integrity_events"`
 	BlocksVerified  int64     `json:"blocks_verified,omitempty"` // as run_end's totals count them
+	IntegrityEvents Integrity `json:"integrity_events"`
 }
 
 // Tiers counts blocks served from each cache tier.
@@ -78,10 +78,9 @@ func (s *Source) Status() *Status {
 	return &Status{
 		Mountpoint: s.Mountpoint, Serving: true, Digest: s.Digest, RunID: s.RunID, PID: os.Getpid(),
 		Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Store: s.Store, CacheDir: s.CacheDir,
-		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed,
+		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
 		IntegrityEvents: in,
-		BlocksVerified:  st.BlocksVerified,
 	}
 }
 

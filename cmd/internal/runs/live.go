@@ -28,7 +28,8 @@ type LiveMount struct {
 // namespace) for their status, each within timeout, and those serving
 // run.RunID for their consumed set too, which it decodes against t, the
 // table of the run's snapshot. A mount that does not answer its status in
-// time is left out: nothing tells whose run it serves. It returns the
+// time is left out: nothing tells whose run it serves; one that answers
+// but does not count as serving (pinfs status exits 1) is not. It returns the
 // mounts of the run that answered, in mount table order; an unreadable
 // mount table gives none.
 func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout time.Duration) []LiveMount {
@@ -39,8 +40,10 @@ func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout t
 	var live []LiveMount
 	for _, dir := range dirs {
 		qctx, cancel := context.WithTimeout(ctx, timeout)
-		st, err := mountstatus.Query(qctx, dir)
-		if err != nil || st.RunID != run.RunID {
+		// A daemon that answered but does not count as serving (its
+		// store refused its last fetch, say) still counts what it served.
+		st, _ := mountstatus.Query(qctx, dir)
+		if st == nil || st.RunID != run.RunID {
 			cancel()
 			continue
 		}
