@@ -78,14 +78,14 @@ func TestRunShowOfALiveRun(t *testing.T) {
 		t.Errorf("totals %+v, want 3 members opened and pinfs status's %d bytes served", tot, status.BytesServed)
 	}
 	out := c.pinfsRun(t, 0, "show", runID).stdout
-	if !lineWith(out, "live at "+real, "3 members opened", "as of its start at", "before any flush", "every 1h0m0s") ||
+	if !lineWith(out, "live at "+real, "3 members opened", "as of its start at", "before any flush", "every 1h)") ||
 		!lineWith(out, "consumed  3 members opened, 2 read in full") {
 		t.Errorf("run show of the live run:\n%s", out)
 	}
 
 	// Not asked: the record's zeros, saying so.
 	out = c.pinfsRun(t, 0, "show", runID, "--live-timeout", "0").stdout
-	if !lineWith(out, "as of its start at", "before any flush", "(every 1h0m0s)") || !lineWith(out, "consumed  0 members opened") ||
+	if !lineWith(out, "as of its start at", "before any flush", "(every 1h)") || !lineWith(out, "consumed  0 members opened") ||
 		!lineWith(out, "without the counters of 1 running mount(s) not asked live") || strings.Contains(out, "live at") {
 		t.Errorf("run show --live-timeout 0 of the live run:\n%s", out)
 	}

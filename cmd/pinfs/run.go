@@ -300,8 +300,8 @@ func printRun(w io.Writer, r *runs.Report) {
 // answered for now.
 func printCurrency(w io.Writer, m *runs.MountReport) {
 	every := "flush interval not recorded"
-	if m.Every != "" {
-		every = "every " + m.Every
+	if d, err := time.ParseDuration(m.Every); err == nil {
+		every = "every " + shortDuration(d)
 	}
 	flushed := "as of the last flush at " + stamp(m.LastFlush)
 	if m.LastFlush.IsZero() {
@@ -316,6 +316,19 @@ func printCurrency(w io.Writer, m *runs.MountReport) {
 		return
 	}
 	fmt.Fprintf(w, "    %s (%s)\n", flushed, every)
+}
+
+// shortDuration is d as time.Duration.String writes it, without the zero
+// units at its end: 1m, 1h30m, 45s, 1m30s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // unasked counts the running mounts in ms that did not answer live.

@@ -78,3 +78,33 @@ func TestRunShowNamesTheBuild(t *testing.T) {
 		t.Fatalf("run show: exit %d, stderr %q, stdout\n%s\nwant a mount line ending %q", code, errs, out, want)
 	}
 }
+
+// TestRunShowSaysAsOfTheLastFlush: of a mount still running that did not
+// answer live (here: this test process, which serves no mount), run show
+// says as of which flush the record has it, with the real interval (issue
+// 24 item 4).
+func TestRunShowSaysAsOfTheLastFlush(t *testing.T) {
+	st := t.TempDir()
+	d := verify.Digest(pinFiles(t, st, map[string]string{"a": "alpha"}))
+	record := filepath.Join(t.TempDir(), "runs.jsonl")
+	rec, err := runrecord.Open(t.Context(), runrecord.Options{URL: record, RunID: "r2", Digest: d, Store: st, FlushInterval: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(t.Context())
+	flushed := time.Now().Add(2 * time.Second).UTC().Truncate(time.Second) // after run_start, to the second
+
+	if err := rec.Emit(t.Context(), runrecord.Event{Time: flushed, Event: runrecord.ConsumedSet, Set: consumed.NewSet().Encode()}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runPinfs(t, "run", "show", "r2", "--run-record", record, "--cache-dir", filepath.Join(t.TempDir(), "c"))
+	want := "    as of the last flush at " + flushed.Format(time.RFC3339) + " (every 1m30s)\n"
+	if code != exitOK || !strings.Contains(out, want) || !strings.Contains(out, "without the counters of 1 running mount(s) not asked live") {
+		t.Fatalf("run show: exit %d, stderr %q, stdout\n%s\nwant %q", code, errs, out, want)
+	}
+	for d, want := range map[time.Duration]string{time.Minute: "1m", time.Hour: "1h", 90 * time.Minute: "1h30m", 45 * time.Second: "45s", 61 * time.Second: "1m1s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
