@@ -45,6 +45,10 @@ type Options struct {
 	// the mount's live status (pinfs status MOUNTPOINT reads it). The
 	// attribute is not listed, so getfattr -d shows only the manifest.
 	Status func() []byte
+	// Consumed, when set, answers getxattr on the root of XattrConsumed and
+	// of the attributes named XattrConsumed+"."+anything: the value, or
+	// false for no such attribute (ENODATA). They are not listed either.
+	Consumed func(attr string) ([]byte, bool)
 }
 
 // DefaultTimeout is the entry and attribute timeout when Options leave it zero.

@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"iter"
+	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -18,6 +19,10 @@ const (
 	XattrVersionID = "user.pinfs.version_id" // pinned S3 version; absent for CAS members
 	XattrManifest  = "user.pinfs.manifest"   // on the root: the snapshot's manifest digest
 	XattrStatus    = "user.pinfs.status"     // on the root, not listed: the mount's live status (JSON), when Options.Status is set
+	// XattrConsumed, on the root and not listed, and the attributes whose
+	// names begin with it and a ".", are the mount's consumed set so far,
+	// when Options.Consumed is set (pinfs run show asks a live mount).
+	XattrConsumed = "user.pinfs.consumed"
 )
 
 var (
@@ -60,6 +65,13 @@ func (r *rootDir) xattrs() iter.Seq2[string, string] {
 func (r *rootDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if attr == XattrStatus && r.t.opts.Status != nil {
 		return fit(dest, string(r.t.opts.Status()))
+	}
+	if c := r.t.opts.Consumed; c != nil && (attr == XattrConsumed || strings.HasPrefix(attr, XattrConsumed+".")) {
+		v, ok := c(attr)
+		if !ok {
+			return 0, syscall.ENODATA
+		}
+		return fit(dest, string(v))
 	}
 	return getxattr(r.xattrs(), attr, dest)
 }

@@ -96,3 +96,42 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestRootConsumedXattrs: with Options.Consumed the root answers
+// XattrConsumed and the names under it, unlisted; without, ENODATA.
+func TestRootConsumedXattrs(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	opts := testOptions()
+	var asked []string
+	opts.Consumed = func(attr string) ([]byte, bool) {
+		asked = append(asked, attr)
+		if attr == XattrConsumed+".gone" {
+			return nil, false
+		}
+		return []byte("v:" + attr), true
+	}
+	root := build(t, snap, &memReader{data: data}, opts)
+	ctx := context.Background()
+	for _, name := range []string{XattrConsumed, XattrConsumed + ".7.0"} {
+		buf := make([]byte, 100)
+		n, e := root.Getxattr(ctx, name, buf)
+		if e != 0 || string(buf[:n]) != "v:"+name {
+			t.Errorf("Getxattr(%s) = %q, %v", name, buf[:n], e)
+		}
+	}
+	for _, name := range []string{XattrConsumed + ".gone", XattrConsumed + "x", "user.pinfs.consumedx.1"} {
+		if _, e := root.Getxattr(ctx, name, make([]byte, 100)); e != syscall.ENODATA {
+			t.Errorf("Getxattr(%s) = %v, want ENODATA", name, e)
+		}
+	}
+	if want := []string{XattrConsumed, XattrConsumed + ".7.0", XattrConsumed + ".gone"}; strings.Join(asked, ",") != strings.Join(want, ",") {
+		t.Errorf("Consumed asked for %q, want %q", asked, want)
+	}
+	if got := xattrsOf(t, root); len(got) != 1 {
+		t.Errorf("root lists %q, want only the manifest", got)
+	}
+	plain := build(t, snap, &memReader{data: data}, testOptions())
+	if _, e := plain.Getxattr(ctx, XattrConsumed, make([]byte, 100)); e != syscall.ENODATA {
+		t.Errorf("without Options.Consumed: Getxattr = %v, want ENODATA", e)
+	}
+}

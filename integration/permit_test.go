@@ -250,4 +250,14 @@ func TestRequirePermitS3(t *testing.T) {
 	}
 	c.wantAfterTwo = []string{"/run.json", "/start.json", "-run_start-", "-resume-", "-run_end-"}
 	checkRequirePermit(t, c)
+
+	// Issue 24 item 5: job-ok was admitted into the S3 record; a mount
+	// without --run-record searches <cache-dir>/runs.jsonl, and says so.
+	dir := t.TempDir()
+	t.Cleanup(func() { fusetest.ForceUnmount(t, dir) })
+	wantExit(t, c.env, 1, []string{"run job-ok holds no permit in run record " + filepath.Join(c.cache, "runs.jsonl")},
+		"mount", c.digest, dir, "--store", c.store, "--cache-dir", c.cache, "--run-id", "job-ok", "--require-permit", "--foreground")
+	if fusetest.Mounted(dir) {
+		t.Fatal("mounted a run that holds no permit in the record searched")
+	}
 }

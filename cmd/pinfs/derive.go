@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -234,8 +233,9 @@ func (f runnerFlags) runner(ctx context.Context, st store.Store) (*derive.Runner
 	if err := mount.PrepareCacheDir(cacheDir); err != nil {
 		return nil, err
 	}
-	if runRecord == "" {
-		runRecord = filepath.Join(cacheDir, "runs.jsonl")
+	runRecord, err := recordURL(runRecord, cacheDir)
+	if err != nil {
+		return nil, err
 	}
 	return &derive.Runner{
 		Store: st, CacheDir: cacheDir, RunRecord: runRecord, WorkDir: f.workDir, Output: os.Stderr,

@@ -99,8 +99,8 @@ approvals from the store, so it needs the store reachable.`,
 			if err := mount.PrepareCacheDir(*cacheDir); err != nil {
 				return err
 			}
-			if *record == "" {
-				*record = filepath.Join(*cacheDir, "runs.jsonl")
+			if *record, err = recordURL(*record, *cacheDir); err != nil {
+				return err
 			}
 			p, err := loadPolicy(*policyFile)
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/progress"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/cmd/internal/runs"
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 )
@@ -42,24 +43,18 @@ type recordFlags struct {
 
 func defineRecordFlags(fs *pflag.FlagSet) recordFlags {
 	return recordFlags{
-		record:   fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)"),
+		record:   fs.String("run-record", "", recordHelp),
 		cacheDir: fs.String("cache-dir", defaultCacheDir(), "`DIR` whose spool (undelivered events) is merged and whose verified metadata is reused"),
 	}
 }
 
 // source returns the record to read.
 func (f recordFlags) source() (runrecord.Source, error) {
-	src := runrecord.Source{URL: *f.record}
-	if *f.cacheDir != "" {
-		src.SpoolDir = filepath.Join(*f.cacheDir, "spool")
+	url, err := recordURL(*f.record, *f.cacheDir)
+	if err != nil {
+		return runrecord.Source{}, err
 	}
-	if src.URL == "" {
-		if *f.cacheDir == "" {
-			return src, usagef("--run-record is required (no default cache dir)")
-		}
-		src.URL = filepath.Join(*f.cacheDir, "runs.jsonl")
-	}
-	return src, nil
+	return runrecord.Source{URL: url, SpoolDir: spoolOf(*f.cacheDir)}, nil
 }
 
 // readRun reads run id's events; a missing run is exit 1 with one line.
@@ -74,10 +69,15 @@ func (f recordFlags) readRun(ctx context.Context, args []string) (*runrecord.Run
 	return runrecord.ReadRun(ctx, src, args[0])
 }
 
-// table loads the member table of run's snapshot from storeURL, or from
-// the store its mounts recorded; from S3 through the cache dir's verified
-// metadata.
-func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, error) {
+// storeFlagOfRun is the --store flag of pinfs run show, replay and
+// export, which default to the store the run's mounts recorded.
+func storeFlagOfRun(fs *pflag.FlagSet) *string {
+	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+}
+
+// runStore opens the store of run: storeURL, or else the store its latest
+// mount recorded (run_start and resume name the mount's --store).
+func runStore(ctx context.Context, run *runrecord.Run, storeURL string) (store.Store, error) {
 	if storeURL == "" {
 		for _, m := range run.Mounts(time.Now(), nil) {
 			if m.Store != "" {
@@ -88,21 +88,28 @@ func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL str
 	if storeURL == "" {
 		return nil, usagef("run %s recorded no store: pass --store", run.RunID)
 	}
-	st, err := openStore(ctx, storeURL)
+	return openStore(ctx, storeURL)
+}
+
+// table loads the member table of run's snapshot from its store
+// (runStore), from S3 through the cache dir's verified metadata, and
+// returns the table and the store.
+func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, store.Store, error) {
+	st, err := runStore(ctx, run, storeURL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var g verify.Getter = st
-	if *f.cacheDir != "" && strings.HasPrefix(storeURL, "s3://") {
+	if *f.cacheDir != "" && strings.HasPrefix(st.String(), "s3://") {
 		// A local store is as near as the cache: copying a million-member
 		// table into it would only cost time.
 		g = metacache.New(filepath.Join(*f.cacheDir, "meta"), st)
 	}
 	snap, err := verify.Load(ctx, g, run.Digest)
 	if err != nil {
-		return nil, fmt.Errorf("the member table of %s: %w", run.Digest, err)
+		return nil, nil, fmt.Errorf("the member table of %s: %w", run.Digest, err)
 	}
-	return snap.Table(), nil
+	return snap.Table(), st, nil
 }
 
 var runListCmd = &command{
@@ -157,24 +164,36 @@ func stamp(t time.Time) string {
 
 var runShowCmd = &command{
 	name:  "show",
-	args:  "RUN_ID --run-record URL [--members] [--json]",
+	args:  "RUN_ID --run-record URL [--members] [--json] [--live-timeout D]",
 	short: "what one run read and what went wrong while it read",
 	long: `Show run RUN_ID: its snapshot digest and permit, every mount (host, pid,
-start, resume, end), the totals of its run_end events, its integrity
-events grouped by kind with the members they name, and its consumed set:
-members opened and read in full, distinct bytes, per split, and the
-consumed set's digest. --members lists each consumed member: path, id,
-digest, pinned version, bytes read, full.
+start, resume, end, the pinfs build that served it), the totals of its
+run_end events, its integrity events grouped by kind with the members
+they name, and its consumed set: members opened and read in full,
+distinct bytes, per split, and the consumed set's digest. --members
+lists each consumed member: path, id, digest, pinned version, bytes
+read, full.
+
+A running mount writes its consumed set every --flush-interval and its
+counters at run_end, so the record has it only as of its last flush,
+which show says. Show asks the run's mounts that serve on this host (the
+mount table's pinfs mounts of its digest, matched by run id and pid) for
+their counters and consumed set so far, each within --live-timeout, so
+that a live run is reported as it is now.
 
 The consumed set is kept by member index, so show reads the snapshot's
 member table: from --store, or from the store the run's mount recorded.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+		storeURL := storeFlagOfRun(fs)
 		members := fs.Bool("members", false, "list the consumed members")
 		asJSON := fs.Bool("json", false, "print the run as JSON")
+		liveTimeout := fs.Duration("live-timeout", 5*time.Second, "wait at most `D` for each running mount of the run on this host to answer with its counters and consumed set; 0 asks none and reports the record only")
 		return func(ctx context.Context, args []string) error {
-			rep, _, _, err := rf.report(ctx, args, *storeURL, *members)
+			if *liveTimeout < 0 {
+				return usagef("--live-timeout %v: want 0 or a positive duration", *liveTimeout)
+			}
+			rep, _, _, err := rf.report(ctx, args, *storeURL, *members, *liveTimeout)
 			if err != nil {
 				return err
 			}
@@ -188,13 +207,15 @@ member table: from --store, or from the store the run's mount recorded.`,
 }
 
 // report reads run args[0] and its snapshot's member table and builds
-// its report.
-func (f recordFlags) report(ctx context.Context, args []string, storeURL string, members bool) (*runs.Report, *consumed.Set, *verify.Table, error) {
+// its report; with liveTimeout > 0 it asks the run's mounts on this host
+// for their counters and consumed set so far (runs.AskLive), each within
+// liveTimeout.
+func (f recordFlags) report(ctx context.Context, args []string, storeURL string, members bool, liveTimeout time.Duration) (*runs.Report, *consumed.Set, *verify.Table, error) {
 	run, err := f.readRun(ctx, args)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	t, err := f.table(ctx, run, storeURL)
+	t, _, err := f.table(ctx, run, storeURL)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -202,7 +223,11 @@ func (f recordFlags) report(ctx context.Context, args []string, storeURL string,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return runs.ShowSet(run, t, set, time.Now(), runrecord.LocalLiveness, members), set, t, nil
+	var live []runs.LiveMount
+	if liveTimeout > 0 {
+		live = runs.AskLive(ctx, run, t, liveTimeout)
+	}
+	return runs.ShowSet(run, t, set, time.Now(), runrecord.LocalLiveness, members, live), set, t, nil
 }
 
 func printRun(w io.Writer, r *runs.Report) {
@@ -220,11 +245,21 @@ func printRun(w io.Writer, r *runs.Report) {
 		if m.End != nil {
 			end = stamp(*m.End)
 		}
-		fmt.Fprintf(w, "  %s pid %d  %s %s  end %s  %s\n", m.Host, m.PID, kind, stamp(m.Start), end, m.State)
+		build := ""
+		if m.Pinfs != nil {
+			build = "  pinfs " + m.Pinfs.String()
+		}
+		fmt.Fprintf(w, "  %s pid %d  %s %s  end %s  %s%s\n", m.Host, m.PID, kind, stamp(m.Start), end, m.State, build)
+		if m.State == runrecord.StateRunning {
+			printCurrency(w, &m)
+		}
 	}
 	t := r.Totals
 	fmt.Fprintf(w, "totals  bytes served %d, blocks verified %d, memory hits %d, disk hits %d, network fetches %d\n",
 		t.BytesServed, t.BlocksVerified, t.MemHits, t.DiskHits, t.NetworkFetches)
+	if n := unasked(r.Mounts); n > 0 {
+		fmt.Fprintf(w, "  without the counters of %d running mount(s) not asked live: a mount records them at run_end\n", n)
+	}
 	c := r.Consumed
 	fmt.Fprintf(w, "consumed  %d members opened, %d read in full, %d bytes  (%s)\n", c.MembersOpened, c.MembersFull, c.Bytes, c.Digest)
 	for _, name := range slices.Sorted(maps.Keys(c.Splits)) {
@@ -260,19 +295,67 @@ func printRun(w io.Writer, r *runs.Report) {
 	}
 }
 
+// printCurrency says how current the report is for running mount m: the
+// record holds its reads as of its last flush; a live mount of this host
+// answered for now.
+func printCurrency(w io.Writer, m *runs.MountReport) {
+	every := "flush interval not recorded"
+	if d, err := time.ParseDuration(m.Every); err == nil {
+		every = "every " + shortDuration(d)
+	}
+	flushed := "as of the last flush at " + stamp(m.LastFlush)
+	if m.LastFlush.IsZero() {
+		flushed = "as of its start at " + stamp(m.Start) + ", before any flush"
+	}
+	if l := m.Live; l != nil {
+		fmt.Fprintf(w, "    live at %s, asked at %s: %d members opened, %d bytes served (the record is %s (%s))\n",
+			l.Mountpoint, stamp(l.Time), l.Totals.MembersOpened, l.Totals.BytesServed, flushed, every)
+		if l.Error != "" {
+			fmt.Fprintf(w, "    its consumed set is the record's: %s\n", l.Error)
+		}
+		return
+	}
+	fmt.Fprintf(w, "    %s (%s)\n", flushed, every)
+}
+
+// shortDuration is d as time.Duration.String writes it, without the zero
+// units at its end: 1m, 1h30m, 45s, 1m30s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// unasked counts the running mounts in ms that did not answer live.
+func unasked(ms []runs.MountReport) int {
+	n := 0
+	for _, m := range ms {
+		if m.State == runrecord.StateRunning && m.Live == nil {
+			n++
+		}
+	}
+	return n
+}
+
 var runReplayCmd = &command{
 	name:  "replay",
-	args:  "RUN_ID --run-record URL --store STORE [--all]",
+	args:  "RUN_ID --run-record URL [--store STORE] [--all]",
 	short: "re-read and verify every member the run consumed",
 	long: `Re-read from the store every member run RUN_ID consumed (opened or read),
 or every member of its snapshot with --all, at its pinned version, and
 verify each whole member against its BLAKE3 digest. Progress goes to
 stderr. Exit 0 proves the run's input can be reproduced byte for byte;
 exit 1 names each member that cannot (its version is gone, it no longer
-hashes to its digest, it cannot be read).`,
+hashes to its digest, it cannot be read). The store is --store, or else,
+as for pinfs run show, the store the run's mount recorded.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := storeFlag(fs)
+		storeURL := storeFlagOfRun(fs)
 		all := fs.Bool("all", false, "replay every member of the snapshot, not only those consumed")
 		jobs := fs.Int("jobs", 16, "members read at once")
 		quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -281,11 +364,7 @@ hashes to its digest, it cannot be read).`,
 			if err != nil {
 				return err
 			}
-			st, err := openStore(ctx, *storeURL)
-			if err != nil {
-				return err
-			}
-			t, err := rf.table(ctx, run, st.String())
+			t, st, err := rf.table(ctx, run, *storeURL)
 			if err != nil {
 				return err
 			}
@@ -348,14 +427,14 @@ whose materials (resolvedDependencies) are the manifest digest and the
 consumed set's digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
-		storeURL := fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+		storeURL := storeFlagOfRun(fs)
 		format := fs.String("format", "prov", "`prov` (W3C PROV-JSON) or intoto (in-toto Statement v1)")
 		outFile := fs.String("out", "", "write to `FILE` instead of stdout")
 		return func(ctx context.Context, args []string) error {
 			if *format != "prov" && *format != "intoto" {
 				return usagef("--format %q: want prov or intoto", *format)
 			}
-			rep, set, t, err := rf.report(ctx, args, *storeURL, true)
+			rep, set, t, err := rf.report(ctx, args, *storeURL, true, 0) // the record's facts only: no live mount
 			if err != nil {
 				return err
 			}

@@ -58,7 +58,7 @@ func CheckPermit(ctx context.Context, st store.Store, o runrecord.Options, d ver
 	if err != nil {
 		return nil, err
 	}
-	if err := runrecord.CheckPermit(o.RunID, held, d); err != nil {
+	if err := runrecord.CheckPermit(o.RunID, held, d, o.URL); err != nil {
 		return nil, err
 	}
 	return checkHeld(ctx, st, o.RunID, *held, pol)

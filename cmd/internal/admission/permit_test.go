@@ -96,6 +96,14 @@ func TestHeldPermitChecked(t *testing.T) {
 	check("run-ok", d1, nil)
 	check("run-ok", d1, p)
 	check("run-d", d1, p)
+	// A run without a permit for the digest is refused naming the record
+	// searched: admitted into another record is the usual cause.
+	for id, d := range map[string]verify.Digest{"run-none": d1, "run-ok": d2} {
+		if _, err := CheckPermit(ctx, st, runrecord.Options{URL: rs.url, RunID: id}, d, p); !errors.Is(err, runrecord.ErrNotPermitted) ||
+			!strings.Contains(err.Error(), "run record "+rs.url) {
+			t.Errorf("CheckPermit of %s for %s: %v; want ErrNotPermitted naming run record %s", id, d, err, rs.url)
+		}
+	}
 	for _, tc := range []struct {
 		target string
 		pol    *sign.Policy

@@ -187,8 +187,10 @@ func Run(ctx context.Context, c Config) (err error) {
 		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
 		StoreError: storeError(watched),
 	}
+	// pinfs run show asks for the consumed set so far, in its own attributes.
+	live := &mountstatus.Consumed{Encode: func() string { return tracker.Set().Encode() }}
 	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
-		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON})
+		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
 		br.Close()
@@ -216,7 +218,7 @@ func Run(ctx context.Context, c Config) (err error) {
 
 // spoolDir is where a mount with cache directory cacheDir spools run
 // record events and keeps its bindings.
-func spoolDir(cacheDir string) string { return filepath.Join(cacheDir, "spool") }
+func spoolDir(cacheDir string) string { return runrecord.SpoolDirOf(cacheDir) }
 
 // admitted makes the checks of c.RequirePermit and c.Policy, which come
 // before anything is mounted or written. With RequirePermit it returns

@@ -40,6 +40,7 @@ type Status struct {
 	BytesServed     int64     `json:"bytes_served"`
 	CacheHits       Tiers     `json:"cache_hits"`
 	NetworkFetches  int64     `json:"network_fetches"`
+	BlocksVerified  int64     `json:"blocks_verified,omitempty"` // as run_end's totals count them
 	IntegrityEvents Integrity `json:"integrity_events"`
 	// StoreError is the failure of the mount's last fetch from the store,
 	// until a fetch succeeds; nil when there is none. Query does not
@@ -97,7 +98,7 @@ func (s *Source) Status() *Status {
 	return &Status{
 		Mountpoint: s.Mountpoint, Serving: true, Digest: s.Digest, RunID: s.RunID, PID: os.Getpid(),
 		Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Store: s.Store, CacheDir: s.CacheDir,
-		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed,
+		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
 		IntegrityEvents: in, StoreError: s.storeError(), Version: buildinfo.Get(),
 	}

@@ -32,7 +32,7 @@ func TestSourceStatus(t *testing.T) {
 	want := Status{
 		Mountpoint: "/data/sha256:ab", Serving: true, Digest: "sha256:ab", RunID: "run-1", PID: os.Getpid(),
 		Started: started, UptimeSeconds: st.UptimeSeconds, Store: "s3://b/p", CacheDir: "/c", Members: 1000,
-		MembersOpened: 7, BytesServed: 12345, CacheHits: Tiers{Memory: 10, Disk: 2}, NetworkFetches: 5,
+		MembersOpened: 7, BytesServed: 12345, CacheHits: Tiers{Memory: 10, Disk: 2}, NetworkFetches: 5, BlocksVerified: 99,
 		IntegrityEvents: Integrity{Mismatch: 3, VersionMissing: 1, FetchFailed: 4, Total: 8},
 		Version:         buildinfo.Get(),
 	}
@@ -68,7 +68,9 @@ func TestJSONFieldNames(t *testing.T) {
 	}
 	var keys []string
 	for k := range m {
-		keys = append(keys, k)
+		if k != "blocks_verified" { // TestStatusBlocksVerified
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	want := []string{"bytes_served", "cache_dir", "cache_hits", "digest", "integrity_events", "members",
@@ -148,5 +150,22 @@ func TestWriteText(t *testing.T) {
 	(&Status{Mountpoint: "/x", Error: "/x is not a pinfs mount"}).WriteText(&b)
 	if got := b.String(); got != "/x not serving: /x is not a pinfs mount\n" {
 		t.Errorf("not serving: %q", got)
+	}
+}
+
+// TestStatusBlocksVerified: the status has every counter of run_end's
+// totals, blocks_verified too, for pinfs run show of a live run; a status
+// that is not serving leaves it out.
+func TestStatusBlocksVerified(t *testing.T) {
+	var m map[string]any
+	if err := json.Unmarshal(testSource(time.Now()).JSON(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["blocks_verified"] != float64(99) {
+		t.Errorf("blocks_verified %v, want 99", m["blocks_verified"])
+	}
+	b, _ := json.Marshal(&Status{Mountpoint: "/x"})
+	if bytes.Contains(b, []byte("blocks_verified")) {
+		t.Errorf("a status that is not serving says %s", b)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -55,6 +56,11 @@ type Event struct {
 	// /proc/self/stat), so that a pid reused by another process is not
 	// taken for the mount (see LocalLiveness).
 	Proc string `json:"proc,omitempty"`
+	// Pinfs is the build of the pinfs that wrote run_start or resume
+	// (buildinfo.Get: module version, VCS revision, toolchain), so that the
+	// record says which pinfs served each mount. Records written before
+	// issue 24 have none.
+	Pinfs *buildinfo.Info `json:"pinfs,omitempty"`
 
 	// The member concerned, on mismatch, version_missing and fetch_failed.
 	Path      string `json:"path,omitempty"`

@@ -85,7 +85,7 @@ func (t *tally) counts() map[string]int64 {
 func (t *tally) info(r *Run, ms []Mount) RunInfo {
 	return RunInfo{
 		RunID: r.RunID, Digest: r.Digest, First: t.first, Last: t.last,
-		State: runState(ms, r.Permit != nil), Mounts: len(ms), Integrity: t.counts(),
+		State: StateOf(ms, r.Permit != nil), Mounts: len(ms), Integrity: t.counts(),
 	}
 }
 

@@ -47,7 +47,7 @@ func openLocal(o Options, runID string, first func(kind string) ([]byte, error))
 		return nil, nil, fmt.Errorf("runrecord: read %s: %w", p, err)
 	}
 	if o.RequirePermit {
-		if err := checkPermit(runID, b.Permit, o.Digest, o.Permit); err != nil {
+		if err := checkPermit(runID, b.Permit, o.Digest, o.Permit, p); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -1,6 +1,10 @@
 package runrecord
 
-import "time"
+import (
+	"time"
+
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
+)
 
 // Run states (Run.State, Mount.State).
 const (
@@ -20,17 +24,19 @@ const silentIntervals = 3
 
 // Mount is one process that served the run: from its run_start/resume to its run_end.
 type Mount struct {
-	Host          string        `json:"host"`
-	PID           int           `json:"pid"`
-	Start         time.Time     `json:"start"`
-	Resumed       bool          `json:"resume"`
-	End           *time.Time    `json:"end,omitempty"` // run_end time; nil if none
-	Last          time.Time     `json:"last"`          // its latest event
-	Store         string        `json:"store,omitempty"`
-	Proc          string        `json:"-"` // the process's identity on its host (Event.Proc); "" in older records
-	FlushInterval time.Duration `json:"-"`
-	Totals        *Totals       `json:"totals,omitempty"` // from its run_end
-	State         string        `json:"state"`            // running | ended | crashed
+	Host          string          `json:"host"`
+	PID           int             `json:"pid"`
+	Start         time.Time       `json:"start"`
+	Resumed       bool            `json:"resume"`
+	End           *time.Time      `json:"end,omitempty"`       // run_end time; nil if none
+	Last          time.Time       `json:"last"`                // its latest event
+	LastFlush     time.Time       `json:"last_flush,omitzero"` // its latest consumed event: what the record knows of its reads is as of then
+	Store         string          `json:"store,omitempty"`
+	Pinfs         *buildinfo.Info `json:"pinfs,omitempty"` // the build that served it (Event.Pinfs); nil in older records
+	Proc          string          `json:"-"`               // the process's identity on its host (Event.Proc); "" in older records
+	FlushInterval time.Duration   `json:"-"`
+	Totals        *Totals         `json:"totals,omitempty"` // from its run_end
+	State         string          `json:"state"`            // running | ended | crashed
 }
 
 // Liveness reports whether the process of mount m is alive; known=false
@@ -60,7 +66,7 @@ func (r *Run) Mounts(now time.Time, alive Liveness) []Mount {
 			continue
 		}
 		if e.Event == RunStart || e.Event == Resume {
-			m := Mount{Host: e.Host, PID: e.PID, Proc: e.Proc, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store}
+			m := Mount{Host: e.Host, PID: e.PID, Proc: e.Proc, Start: e.Time, Resumed: e.Event == Resume, Last: e.Time, Store: e.Store, Pinfs: e.Pinfs}
 			m.FlushInterval, _ = time.ParseDuration(e.FlushInterval)
 			ms = append(ms, m)
 			if e.Host != "" || e.PID != 0 {
@@ -78,6 +84,9 @@ func (r *Run) Mounts(now time.Time, alive Liveness) []Mount {
 		m := &ms[j]
 		if e.Time.After(m.Last) {
 			m.Last = e.Time
+		}
+		if e.Event == ConsumedSet && e.Time.After(m.LastFlush) {
+			m.LastFlush = e.Time
 		}
 		if e.Event == RunEnd && m.End == nil {
 			end := e.Time
@@ -135,11 +144,12 @@ func (m *Mount) interval() time.Duration {
 // binding was made, its mount stopped before run_start was stored) is
 // crashed: it has no run_end and no live process.
 func (r *Run) State(now time.Time, alive Liveness) string {
-	return runState(r.Mounts(now, alive), r.Permit != nil)
+	return StateOf(r.Mounts(now, alive), r.Permit != nil)
 }
 
-// runState is State over mounts ms.
-func runState(ms []Mount, permit bool) string {
+// StateOf is Run.State over the run's mounts ms (Run.Mounts), for a run
+// that holds a permit when permit is true.
+func StateOf(ms []Mount, permit bool) string {
 	if len(ms) == 0 {
 		if permit {
 			return StateAdmitted

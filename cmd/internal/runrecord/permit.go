@@ -224,26 +224,29 @@ func heldPermit(runID string, held *Permit, where string) (Permit, bool, error) 
 	return *held, false, nil
 }
 
-// CheckPermit reports whether run runID, whose binding holds permit held
-// (nil for none, also when the run is not bound yet), holds a permit for
-// exactly digest d, with an error wrapping ErrNotPermitted if not. It
-// checks only the claim: whether the permit checks out against the store
-// is admission's to check.
-func CheckPermit(runID string, held *Permit, d verify.Digest) error {
-	return checkPermit(runID, held, d, nil)
+// CheckPermit reports whether run runID, whose binding in the run record
+// at url holds permit held (nil for none, also when the run is not bound
+// yet), holds a permit for exactly digest d, with an error wrapping
+// ErrNotPermitted if not, which names url: a run admitted into another
+// record than the one searched is the usual cause. It checks only the
+// claim: whether the permit checks out against the store is admission's
+// to check.
+func CheckPermit(runID string, held *Permit, d verify.Digest, url string) error {
+	return checkPermit(runID, held, d, nil, url)
 }
 
 // checkPermit is Open's check with RequirePermit: CheckPermit, and, when
-// want is set (Options.Permit), held must be exactly want.
-func checkPermit(runID string, held *Permit, d verify.Digest, want *Permit) error {
+// want is set (Options.Permit), held must be exactly want. where names
+// the record searched.
+func checkPermit(runID string, held *Permit, d verify.Digest, want *Permit, where string) error {
 	if held == nil {
-		return fmt.Errorf("runrecord: run %s holds no permit: %w", runID, ErrNotPermitted)
+		return fmt.Errorf("runrecord: run %s holds no permit in run record %s: %w", runID, where, ErrNotPermitted)
 	}
 	if held.Digest != d {
-		return fmt.Errorf("runrecord: run %s's permit is for %s not %s: %w", runID, held.Digest, d, ErrNotPermitted)
+		return fmt.Errorf("runrecord: run %s's permit is for %s not %s (run record %s): %w", runID, held.Digest, d, where, ErrNotPermitted)
 	}
 	if want != nil && !equalPermits(held, want) {
-		return fmt.Errorf("runrecord: run %s's permit changed since it was checked: %w", runID, ErrNotPermitted)
+		return fmt.Errorf("runrecord: run %s's permit changed since it was checked (run record %s): %w", runID, where, ErrNotPermitted)
 	}
 	return nil
 }

@@ -199,6 +199,10 @@ func TestOpenRequirePermit(t *testing.T) {
 				if !errors.Is(err, ErrNotPermitted) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 					t.Fatalf("%s: Open: %v, want a refusal saying %q", what, err, want)
 				}
+				// It names the record it searched (issue 24 item 5).
+				if where := "run record " + b.opts(runID, digestA).URL; !strings.Contains(err.Error(), where) {
+					t.Fatalf("%s: Open: %v, want it to name %q", what, err, where)
+				}
 				if b.written() != before {
 					t.Fatalf("%s: a refused Open wrote something", what)
 				}

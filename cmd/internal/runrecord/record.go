@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinfs/pinfs/cmd/internal/buildinfo"
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/dial"
 	"github.com/pinfs/pinfs/verify"
@@ -133,7 +134,8 @@ func Open(ctx context.Context, o Options) (*Record, error) {
 	}
 	first := func(kind string) (*Event, []byte, error) {
 		r.resumed = kind == Resume
-		e := &Event{Event: kind, Store: o.Store, Proc: selfIdentity()}
+		build := buildinfo.Get()
+		e := &Event{Event: kind, Store: o.Store, Proc: selfIdentity(), Pinfs: &build}
 		if o.FlushInterval > 0 {
 			e.FlushInterval = o.FlushInterval.String()
 		}

@@ -125,7 +125,7 @@ func openRemote(ctx context.Context, o Options, runID string, first func(kind st
 	case local != nil && local.URL == o.URL && local.RunID == runID:
 		// Offline, but this host bound the run against the store before.
 		if o.RequirePermit {
-			if err := checkPermit(runID, local.Permit, o.Digest, o.Permit); err != nil {
+			if err := checkPermit(runID, local.Permit, o.Digest, o.Permit, o.URL+" (this host's binding in "+sp.bind+")"); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -164,7 +164,7 @@ func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 	data, err := store.GetAtMost(ctx, s.blobs, key, store.MaxRecord)
 	if errors.Is(err, store.ErrNotFound) {
 		if s.require {
-			return "", nil, checkPermit(s.runID, nil, s.digest, s.want)
+			return "", nil, checkPermit(s.runID, nil, s.digest, s.want, s.url)
 		}
 		var mine bool
 		if mine, data, err = s.claim(ctx, key); mine {
@@ -179,7 +179,7 @@ func (s *remoteSink) bind(ctx context.Context) (string, *Permit, error) {
 		return "", nil, err
 	}
 	if s.require {
-		if err := checkPermit(s.runID, b.Permit, s.digest, s.want); err != nil {
+		if err := checkPermit(s.runID, b.Permit, s.digest, s.want, s.url); err != nil {
 			return "", nil, err
 		}
 	}

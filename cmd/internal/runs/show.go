@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"os"
 	"slices"
 	"time"
 
@@ -16,14 +17,34 @@ type Report struct {
 	Digest    verify.Digest     `json:"digest"`
 	State     string            `json:"state"` // runrecord.StateRunning, ...
 	Permit    *runrecord.Permit `json:"permit,omitempty"`
-	Mounts    []runrecord.Mount `json:"mounts"`
-	Totals    runrecord.Totals  `json:"totals"` // summed over the mounts' run_end totals
-	Consumed  ConsumedReport    `json:"consumed"`
+	Mounts    []MountReport     `json:"mounts"`
+	Totals    runrecord.Totals  `json:"totals"`            // summed over the mounts' run_end totals and the live mounts' counters
+	Consumed  ConsumedReport    `json:"consumed"`          // the record's, and the live mounts' so far
 	Events    []EventReport     `json:"events"`            // the integrity events, in record order
 	Integrity map[string]*Group `json:"integrity"`         // IntegrityKinds, every kind present
 	Members   []MemberReport    `json:"members,omitempty"` // only when asked for
 	Spooled   int               `json:"spooled"`           // events merged from the local spool
 	Torn      int               `json:"torn_lines"`        // lines of the record that did not parse
+}
+
+// MountReport is one mount of the run (runrecord.Mount): for a mount still
+// running, how often it flushes, and, when it serves on this host and
+// answered, what it said (Live).
+type MountReport struct {
+	runrecord.Mount
+	// Every is the mount's flush interval (a Go duration), "" when its
+	// record does not say: the record has its reads as of LastFlush, and
+	// its counters only once it writes run_end.
+	Every string `json:"flush_interval,omitempty"`
+	Live  *Live  `json:"live,omitempty"`
+}
+
+// Live is what a running mount on this host answered (see LiveMount).
+type Live struct {
+	Mountpoint string           `json:"mountpoint"`
+	Time       time.Time        `json:"time"`            // when it answered
+	Totals     runrecord.Totals `json:"totals"`          // its counters then
+	Error      string           `json:"error,omitempty"` // its consumed set could not be read (its counters count)
 }
 
 // ConsumedReport summarises the run's consumed set.
@@ -84,32 +105,54 @@ func Show(run *runrecord.Run, t *verify.Table, now time.Time, alive runrecord.Li
 	if err != nil {
 		return nil, err
 	}
-	return ShowSet(run, t, s, now, alive, members), nil
+	return ShowSet(run, t, s, now, alive, members, nil), nil
 }
 
 // ShowSet is Show for a caller that has the run's consumed set s already
-// (Consumed of the same run and table), as pinfs run export does.
-func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time, alive runrecord.Liveness, members bool) *Report {
+// (Consumed of the same run and table), as pinfs run export does, and
+// that asked the run's live mounts on this host (AskLive; nil for none).
+// A live mount is the running mount of this host with its pid: its
+// counters are added to the totals, which otherwise hold only run_end's,
+// and its consumed set so far to s (in place), so that the report is
+// current rather than as of each mount's last flush. A live mount that
+// matches no running mount of the record is left out.
+func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time, alive runrecord.Liveness, members bool, live []LiveMount) *Report {
+	ms := run.Mounts(now, alive)
+	host, _ := os.Hostname()
 	r := &Report{
 		RunID:     run.RunID,
 		Digest:    run.Digest,
-		State:     run.State(now, alive),
+		State:     runStateOf(run, ms),
 		Permit:    run.Permit,
-		Mounts:    run.Mounts(now, alive),
-		Consumed:  ConsumedReport{Summary: s.Summarize(t), Digest: ConsumedDigest(s, t)},
+		Mounts:    make([]MountReport, len(ms)),
 		Events:    []EventReport{},
 		Integrity: map[string]*Group{},
 		Spooled:   run.Spooled,
 		Torn:      run.Torn,
 	}
-	if r.Mounts == nil {
-		r.Mounts = []runrecord.Mount{}
-	}
-	for _, m := range r.Mounts {
+	for i, m := range ms {
+		r.Mounts[i] = MountReport{Mount: m}
+		if m.FlushInterval > 0 {
+			r.Mounts[i].Every = m.FlushInterval.String()
+		}
 		if m.Totals != nil {
 			addTotals(&r.Totals, m.Totals)
 		}
 	}
+	for _, l := range live {
+		m := liveMountOf(r.Mounts, host, l.PID)
+		if m == nil {
+			continue
+		}
+		m.Live = &Live{Mountpoint: l.Mountpoint, Time: l.Time, Totals: l.Totals}
+		addTotals(&r.Totals, &l.Totals)
+		if l.Set != nil {
+			s.Union(l.Set)
+		} else if l.Err != nil {
+			m.Live.Error = l.Err.Error()
+		}
+	}
+	r.Consumed = ConsumedReport{Summary: s.Summarize(t), Digest: ConsumedDigest(s, t)}
 	for _, k := range IntegrityKinds {
 		r.Integrity[k] = &Group{Members: []string{}}
 	}
@@ -135,6 +178,24 @@ func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time
 		r.Members = memberReports(s, t)
 	}
 	return r
+}
+
+// liveMountOf returns the running mount of ms that process pid of host
+// serves, the latest if several, and nil if none does or it has its live
+// answer already.
+func liveMountOf(ms []MountReport, host string, pid int) *MountReport {
+	for i := len(ms) - 1; i >= 0; i-- {
+		m := &ms[i]
+		if m.Host == host && m.PID == pid && m.State == runrecord.StateRunning && m.Live == nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// runStateOf is run.State over its mounts ms, without reading them again.
+func runStateOf(run *runrecord.Run, ms []runrecord.Mount) string {
+	return runrecord.StateOf(ms, run.Permit != nil)
 }
 
 // memberReports lists the members of s in index order.

@@ -1,0 +1,73 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pinfs/pinfs/cmd/internal/consumed"
+	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
+	"github.com/pinfs/pinfs/cmd/internal/runrecord"
+	"github.com/pinfs/pinfs/verify"
+)
+
+// LiveMount is what a mount of the run that serves on this host said when
+// it was asked: its counters and its consumed set so far, which the
+// record has only as of the mount's last flush.
+type LiveMount struct {
+	Mountpoint string
+	PID        int
+	Time       time.Time        // when it answered
+	Totals     runrecord.Totals // its counters now, as its run_end will give them
+	Set        *consumed.Set    // its consumed set so far; nil when Err says why not
+	Err        error
+}
+
+// AskLive asks the pinfs mounts of run's snapshot in this process's mount
+// table (mountstatus.MountsOf: the mounts of this host, in this mount
+// namespace) for their status, each within timeout, and those serving
+// run.RunID for their consumed set too, which it decodes against t, the
+// table of the run's snapshot. A mount that does not answer its status in
+// time is left out: nothing tells whose run it serves; one that answers
+// but does not count as serving (pinfs status exits 1) is not. It returns the
+// mounts of the run that answered, in mount table order; an unreadable
+// mount table gives none.
+func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout time.Duration) []LiveMount {
+	dirs, err := mountstatus.MountsOf(string(run.Digest))
+	if err != nil {
+		return nil
+	}
+	var live []LiveMount
+	for _, dir := range dirs {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		// A daemon that answered but does not count as serving (its
+		// store refused its last fetch, say) still counts what it served.
+		st, _ := mountstatus.Query(qctx, dir)
+		if st == nil || st.RunID != run.RunID {
+			cancel()
+			continue
+		}
+		l := LiveMount{Mountpoint: dir, PID: st.PID, Time: time.Now().UTC(), Totals: totalsOf(st)}
+		text, at, err := mountstatus.QueryConsumed(qctx, dir)
+		cancel()
+		if err == nil {
+			l.Time = at
+			l.Set, err = consumed.NewDecoder(t).Decode(text)
+		}
+		if err != nil {
+			l.Set, l.Err = nil, fmt.Errorf("its consumed set: %w", err)
+		}
+		live = append(live, l)
+	}
+	return live
+}
+
+// totalsOf returns the run_end totals that status st counts so far.
+func totalsOf(st *mountstatus.Status) runrecord.Totals {
+	in := st.IntegrityEvents
+	return runrecord.Totals{
+		MembersOpened: st.MembersOpened, BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
+		MemHits: st.CacheHits.Memory, DiskHits: st.CacheHits.Disk, NetworkFetches: st.NetworkFetches,
+		Mismatches: in.Mismatch, VersionMissing: in.VersionMissing, FetchFailed: in.FetchFailed,
+	}
+}
