@@ -75,7 +75,7 @@ approvals from the store, so it needs the store reachable.`,
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
 			}
-			d, err := parseDigest(args[0])
+			d, err := parseSnapshot(args[0], *storeURL)
 			if err != nil {
 				return err
 			}
