@@ -153,7 +153,7 @@ func TestQuickstart(t *testing.T) {
 	}
 	// pinfs list finds the digest again.
 	list := mustPinfs(t, s.Env(), "list", "--store", "s3://my-bucket/pinfs")
-	if !strings.Contains(list.stdout, d[1]+"  BUILDING  3 ") {
+	if !regexp.MustCompile(`(?m)^\S+ +` + d[1] + ` +BUILDING +3 `).MatchString(list.stdout) {
 		t.Errorf("pinfs list does not list %s:\n%s", d[1], list.stdout)
 	}
 }
