@@ -31,7 +31,7 @@ Member tables and members are not read: pinfs verify checks those.`,
 		storeURL := storeFlag(fs)
 		policyFile := policyFlag(fs)
 		asJSON := fs.Bool("json", false, "print the listing as one JSON document: {store, manifests: [...], invalid: [...]}")
-		jobs := fs.Int("jobs", 16, "manifests read in parallel")
+		jobs := fs.Int("jobs", 16, "read `N` manifests in parallel")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 0 {
 				return usagef("want no arguments, got %d", len(args))
