@@ -109,21 +109,25 @@ func List(ctx context.Context, st store.Store, o Options) (*Listing, error) {
 		return nil, err
 	}
 	l := &Listing{Store: st.String(), Manifests: []Entry{}, Invalid: []Invalid{}}
+	// o.Jobs workers take the keys in order; each result has its slot.
 	results := make([]result, len(keys))
-	sem := make(chan struct{}, o.Jobs)
+	next := make(chan int)
 	var wg sync.WaitGroup
-	for i, k := range keys {
+	for range min(o.Jobs, len(keys)) {
 		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				results[i].err = ctx.Err()
-				return
+			for i := range next {
+				results[i] = load(ctx, st, keys[i], validated, gates, o.Policy)
 			}
-			defer func() { <-sem }()
-			results[i] = load(ctx, st, k, validated, gates, o.Policy)
 		})
 	}
+	for i := range keys {
+		if ctx.Err() != nil {
+			results[i].err = ctx.Err()
+			continue
+		}
+		next <- i
+	}
+	close(next)
 	wg.Wait()
 	for _, r := range results {
 		switch {
