@@ -53,7 +53,7 @@ status 1 and writes nothing.`,
 			}
 			target := args[0]
 			if _, err := parseDigest(target); err != nil && gate.CheckName(target) != nil {
-				return usagef("%q is neither a gate name nor a sha256:<64 hex> digest", target)
+				return usageError{withHint(fmt.Errorf("%q is neither a gate name nor a sha256:<64 hex> digest", target), meantDigest(target))}
 			}
 			p, err := loadPolicy(*policyFile)
 			if err != nil {

@@ -50,16 +50,35 @@ func parseSnapshot(s, storeURL string) (verify.Digest, error) {
 	if !errors.Is(err, verify.ErrNotDigest) {
 		return d, err
 	}
-	hint := meantDigest(s)
+	return "", usageError{withHint(err, snapshotHint(s, storeURL))}
+}
+
+// snapshotHint is parseSnapshot's hint for s, which is not a digest, or ""
+// when it cannot tell what was meant.
+func snapshotHint(s, storeURL string) string {
 	h, prefixed := cutDigestPrefix(s)
-	switch {
+	switch hint := meantDigest(s); {
 	case hint != "":
+		return hint
 	case prefixed && h != "" && len(h) < 64 && isHex(strings.ToLower(h)):
-		hint = "a digest prefix is not a name: " + listCommand(storeURL) + " lists the full digests"
+		return "a digest prefix is not a name: " + listCommand(storeURL) + " lists the full digests"
 	case !prefixed && gate.CheckName(s) == nil:
-		hint = "if " + s + " is an alias, resolve it first: pinfs resolve " + s + " --store " + storeArg(storeURL)
+		return "if " + s + " is an alias, resolve it first: pinfs resolve " + s + " --store " + storeArg(storeURL)
 	}
-	return "", usageError{withHint(err, hint)}
+	return ""
+}
+
+// inputsHint is snapshotHint for the first NAME=DIGEST value of vals
+// (pinfs derive --input) whose DIGEST is not one.
+func inputsHint(vals []string, storeURL string) string {
+	for _, v := range vals {
+		if _, digest, ok := strings.Cut(v, "="); ok {
+			if _, err := verify.ParseDigest(digest); err != nil {
+				return snapshotHint(digest, storeURL)
+			}
+		}
+	}
+	return ""
 }
 
 // meantDigest returns "did you mean sha256:<hex>?" for s that is a full

@@ -62,6 +62,30 @@ func TestSnapshotArgHints(t *testing.T) {
 	}
 }
 
+// TestDeriveAndAdmitHints: pinfs derive --input and pinfs admit give the
+// same hints for what is not a digest.
+func TestDeriveAndAdmitHints(t *testing.T) {
+	t.Setenv("PINFS_STORE", "")
+	hex := strings.Repeat("5e", 32)
+	const s3 = "s3://my-bucket/pinfs"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"derive", "--input", "raw=prod", "--transform", "t@v1", "--store", s3, "--", "true"},
+			`pinfs derive: --input raw: "prod": ` + verify.ErrNotDigest.Error() + "; if prod is an alias, resolve it first: pinfs resolve prod --store " + s3},
+		{[]string{"derive", "--input", "a=sha256:" + hex, "--input", "raw=" + hex, "--transform", "t@v1", "--store", s3, "--", "true"},
+			`pinfs derive: --input raw: "` + hex + `": ` + verify.ErrNotDigest.Error() + "; did you mean sha256:" + hex + "?"},
+		{[]string{"admit", hex, "--purpose", "p", "--run-record", "r", "--store", s3},
+			`pinfs admit: "` + hex + `" is neither a gate name nor a sha256:<64 hex> digest; did you mean sha256:` + hex + "?"},
+	} {
+		code, out, errs := runPinfs(t, c.args...)
+		if code != exitUsage || out != "" || errs != c.want+"\n" {
+			t.Errorf("pinfs %q: exit %d, stdout %q, stderr\n%q\nwant exit 2 and\n%q", c.args, code, out, errs, c.want)
+		}
+	}
+}
+
 // TestUnknownDigestNamesList: a well-formed digest the store holds no
 // manifest for fails with exit 1, naming pinfs list for that store.
 func TestUnknownDigestNamesList(t *testing.T) {
