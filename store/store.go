@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"time"
 )
 
 // Sentinel errors. Backends wrap them so that callers can use errors.Is.
@@ -162,6 +163,21 @@ type Swapper interface {
 // root, such as "gates/"), sorted.
 type KeyLister interface {
 	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// KeyInfo is one key of a listing with what the backend says about it.
+// Size and Modified are the backend's word, not covered by any digest.
+type KeyInfo struct {
+	Key      string
+	Size     int64
+	Modified time.Time // when the backend last wrote the key: S3 LastModified, a file's mtime
+}
+
+// InfoLister is implemented by a KeyLister that can also report each key's
+// size and modification time, from the same listing requests.
+type InfoLister interface {
+	// ListInfo is List with each key's KeyInfo, sorted by key.
+	ListInfo(ctx context.Context, prefix string) ([]KeyInfo, error)
 }
 
 // Store is what the pinfs commands work against: metadata blobs, member

@@ -36,7 +36,9 @@ func TestFetchNamesAMissingManifest(t *testing.T) {
 	d := verify.Digest("sha256:" + strings.Repeat("0f", 32))
 
 	_, err := verify.Fetch(ctx, named{store{}, "s3://pinstore/p"}, d)
-	if want := "no manifest " + string(d) + " in store s3://pinstore/p"; err == nil || err.Error() != want {
+	// … and, since the store has a URL, the command that lists the
+	// digests it holds.
+	if want := "no manifest " + string(d) + " in store s3://pinstore/p; pinfs list --store s3://pinstore/p lists the manifests it holds"; err == nil || err.Error() != want {
 		t.Errorf("Fetch from a named store = %v; want %q", err, want)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {

@@ -112,7 +112,7 @@ type Getter interface {
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 	mb, err := store.GetAtMost(ctx, g, ManifestKey(d), store.MaxManifest)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &noManifestError{d: d, where: storeName(g), err: err}
+		return nil, &noManifestError{d: d, store: storeURL(g), err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", d, err)
@@ -142,14 +142,23 @@ func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 
 // noManifestError is Fetch's error for a manifest the store does not hold
 // (a wrong digest, store or prefix): one line that names the digest and
-// the store. It wraps the store's error, whose full text Detail returns.
+// the store and, for a store with a URL, the command that lists the
+// digests it does hold (a user who lost a pin's output has no other way
+// back to them). It wraps the store's error, whose full text Detail
+// returns.
 type noManifestError struct {
 	d     Digest
-	where string // "store s3://bucket/prefix", or "the store"
+	store string // the store URL, or "" for a Getter that names none
 	err   error
 }
 
-func (e *noManifestError) Error() string { return "no manifest " + string(e.d) + " in " + e.where }
+func (e *noManifestError) Error() string {
+	if e.store == "" {
+		return "no manifest " + string(e.d) + " in the store"
+	}
+	return "no manifest " + string(e.d) + " in store " + e.store + "; pinfs list --store " + e.store + " lists the manifests it holds"
+}
+
 func (e *noManifestError) Unwrap() error { return e.err }
 
 // Detail returns the store's error with its own detail (store.Detail).
@@ -162,12 +171,12 @@ func (e *noManifestError) Detail() string {
 	return s
 }
 
-// storeName names the store g reads, for an error message.
-func storeName(g Getter) string {
+// storeURL is the URL of the store g reads, or "" when g names none.
+func storeURL(g Getter) string {
 	if s, ok := g.(fmt.Stringer); ok {
-		return "store " + s.String()
+		return s.String()
 	}
-	return "the store"
+	return ""
 }
 
 // getTable reads the member table of m from g whole and checks it; it

@@ -57,7 +57,7 @@ status 1 and writes nothing.`,
 			}
 			target := args[0]
 			if _, err := parseDigest(target); err != nil && gate.CheckName(target) != nil {
-				return usagef("%q is neither a gate name nor a sha256:<64 hex> digest", target)
+				return usageError{withHint(fmt.Errorf("%q is neither a gate name nor a sha256:<64 hex> digest", target), meantDigest(target))}
 			}
 			if *record == "" {
 				// The mount that uses this default checks the cache dir

@@ -70,7 +70,7 @@ func activateSetup(fs *pflag.FlagSet, out io.Writer, rollback bool) func(context
 		if err := gate.CheckName(args[0]); err != nil {
 			return usageError{err}
 		}
-		d, err := parseDigest(args[1])
+		d, err := parseSnapshot(args[1], *storeURL)
 		if err != nil {
 			return err
 		}

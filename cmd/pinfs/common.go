@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/dial"
+	"github.com/pinfs/pinfs/store/gate"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/sign"
 )
@@ -25,23 +28,123 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 	return dial.Open(ctx, url)
 }
 
-// parseDigest parses a snapshot argument; anything but a full digest is a
-// usage error.
+// parseDigest parses a digest argument (a manifest, a report, a parent);
+// anything but a full digest is a usage error, which asks "did you mean
+// sha256:<hex>?" when the argument is one but for its form (a bare 64-hex
+// digest, upper-case hex).
 func parseDigest(s string) (verify.Digest, error) {
 	d, err := verify.ParseDigest(s)
 	if errors.Is(err, verify.ErrNotDigest) {
-		return "", usageError{err}
+		return "", usageError{withHint(err, meantDigest(s))}
 	}
 	return d, err
 }
 
-// snapshotArg checks that args are a digest and at most extra more
-// arguments, and opens the store.
+// parseSnapshot parses the snapshot argument of a command that reads
+// store storeURL (the --store value, "" when unset). Anything but a full
+// digest is a usage error that names the next command where it can tell
+// what was meant: sha256: before a bare digest, pinfs resolve for what
+// may be an alias, pinfs list for a digest prefix.
+func parseSnapshot(s, storeURL string) (verify.Digest, error) {
+	d, err := verify.ParseDigest(s)
+	if !errors.Is(err, verify.ErrNotDigest) {
+		return d, err
+	}
+	return "", usageError{withHint(err, snapshotHint(s, storeURL))}
+}
+
+// snapshotHint is parseSnapshot's hint for s, which is not a digest, or ""
+// when it cannot tell what was meant.
+func snapshotHint(s, storeURL string) string {
+	h, prefixed := cutDigestPrefix(s)
+	switch hint := meantDigest(s); {
+	case hint != "":
+		return hint
+	case prefixed && h != "" && len(h) < 64 && isHex(strings.ToLower(h)):
+		return "a digest prefix is not a name: " + listCommand(storeURL) + " lists the full digests"
+	case !prefixed && gate.CheckName(s) == nil:
+		return "if " + s + " is an alias, resolve it first: pinfs resolve " + s + " --store " + storeArg(storeURL)
+	}
+	return ""
+}
+
+// inputsHint is snapshotHint for the first NAME=DIGEST value of vals
+// (pinfs derive --input) whose DIGEST is not one.
+func inputsHint(vals []string, storeURL string) string {
+	for _, v := range vals {
+		if _, digest, ok := strings.Cut(v, "="); ok {
+			if _, err := verify.ParseDigest(digest); err != nil {
+				return snapshotHint(digest, storeURL)
+			}
+		}
+	}
+	return ""
+}
+
+// meantDigest returns "did you mean sha256:<hex>?" for s that is a full
+// digest but for its form: 64 hex digits without sha256:, or in upper case.
+func meantDigest(s string) string {
+	h, _ := cutDigestPrefix(s)
+	if h = strings.ToLower(h); len(h) == 64 && isHex(h) {
+		return "did you mean sha256:" + h + "?"
+	}
+	return ""
+}
+
+// cutDigestPrefix returns s without a leading "sha256:" in any case, and
+// whether it had one.
+func cutDigestPrefix(s string) (string, bool) {
+	if len(s) >= 7 && strings.EqualFold(s[:7], "sha256:") {
+		return s[7:], true
+	}
+	return s, false
+}
+
+func isHex(s string) bool {
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// listCommand is the pinfs list command line for store storeURL.
+func listCommand(storeURL string) string { return "pinfs list --store " + storeArg(storeURL) }
+
+// storeArg is storeURL as a shell word for a hint, or STORE when unset.
+func storeArg(storeURL string) string {
+	if storeURL == "" {
+		return "STORE"
+	}
+	for _, c := range storeURL {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-:@+=,", c)) {
+			return "'" + strings.ReplaceAll(storeURL, "'", `'\''`) + "'"
+		}
+	}
+	return storeURL
+}
+
+// withHint appends hint to err's message ("err; hint"), keeping err in
+// the chain and a usage error a usage error. An empty hint returns err.
+func withHint(err error, hint string) error {
+	if hint == "" {
+		return err
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return usageError{fmt.Errorf("%w; %s", ue.error, hint)}
+	}
+	return fmt.Errorf("%w; %s", err, hint)
+}
+
+// snapshotArg checks that args are a snapshot digest (parseSnapshot) and
+// at most extra more arguments, and opens the store.
 func snapshotArg(ctx context.Context, args []string, storeURL, usage string, extra int) (verify.Digest, store.Store, error) {
 	if len(args) < 1 || len(args) > 1+extra {
 		return "", nil, usagef("want %s, got %d arguments", usage, len(args))
 	}
-	d, err := parseDigest(args[0])
+	d, err := parseSnapshot(args[0], storeURL)
 	if err != nil {
 		return "", nil, err
 	}

@@ -104,7 +104,7 @@ inputs and exits 1.`,
 				}
 				return deriveCheck(ctx, rf, *storeURL, *check, cmdArgs, out)
 			}
-			r, err := deriveRecord(*inputs, *transform, *params, *split, cmdArgs)
+			r, err := deriveRecord(*inputs, *transform, *params, *split, cmdArgs, *storeURL)
 			if err != nil {
 				return err
 			}
@@ -189,8 +189,11 @@ With --json the tree is one JSON document (see docs/derive.md).`,
 // deriveRecord checks the parts of a derivation given on the command line
 // and returns its record (without output and time). Every error is a
 // usage error: nothing has been mounted or run.
-func deriveRecord(inputs []string, transform string, params []string, split string, cmdArgs []string) (*record.Record, error) {
+func deriveRecord(inputs []string, transform string, params []string, split string, cmdArgs []string, storeURL string) (*record.Record, error) {
 	ins, err := derive.ParseInputs(inputs)
+	if errors.Is(err, verify.ErrNotDigest) {
+		err = withHint(err, inputsHint(inputs, storeURL))
+	}
 	if err != nil {
 		return nil, usageError{err}
 	}

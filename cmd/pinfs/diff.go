@@ -30,7 +30,7 @@ come last. Exit 0 whether or not the snapshots differ.`,
 			var ds [2]verify.Digest
 			for i, a := range args {
 				var err error
-				if ds[i], err = parseDigest(a); err != nil {
+				if ds[i], err = parseSnapshot(a, *storeURL); err != nil {
 					return err
 				}
 			}

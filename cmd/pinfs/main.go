@@ -57,7 +57,7 @@ type command struct {
 	subs []*command
 }
 
-var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd}
+var commands = []*command{pinCmd, listCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

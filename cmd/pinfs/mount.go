@@ -75,7 +75,7 @@ approvals from the store, so it needs the store reachable.`,
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
 			}
-			d, err := parseDigest(args[0])
+			d, err := parseSnapshot(args[0], *storeURL)
 			if err != nil {
 				return err
 			}
@@ -129,6 +129,10 @@ approvals from the store, so it needs the store reachable.`,
 	},
 }
 
+// unmountWait bounds how long pinfs unmount waits for the daemon to
+// finish the run record and exit.
+const unmountWait = 30 * time.Second
+
 // background runs this same command line with --foreground as a detached
 // daemon and returns once it serves.
 func background(out io.Writer, cacheDir, mnt string) error {
@@ -163,8 +167,10 @@ var unmountCmd = &command{
 	args:  "MOUNTPOINT [--lazy]",
 	short: "unmount a pinfs mount",
 	long: `Unmount MOUNTPOINT. The pinfs daemon notices, writes the consumed set and
-run_end to the run record, and exits. With --lazy a busy mount is detached
-at once and goes away when its last open file is closed. Without root,
+run_end to the run record, and exits; pinfs unmount returns once it has
+(waiting at most 30 s, then warning), so pinfs run show right after sees
+the whole run. With --lazy a busy mount is detached at once and goes away
+when its last open file is closed (no wait). Without root,
 pinfs unmount falls back to fusermount3 -u (-z with --lazy), which lets
 the user who mounted unmount.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
@@ -173,7 +179,12 @@ the user who mounted unmount.`,
 			if len(args) != 1 {
 				return usagef("want MOUNTPOINT, got %d arguments", len(args))
 			}
-			return mount.Unmount(args[0], *lazy)
+			err := mount.UnmountAndWait(ctx, args[0], *lazy, unmountWait)
+			if errors.Is(err, mount.ErrDaemonBusy) {
+				logFrom(ctx).Warn(err.Error()) // unmounted: the run record will say run_end when the daemon is done
+				return nil
+			}
+			return err
 		}
 	},
 }

@@ -113,7 +113,7 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 				return usageError{err}
 			}
 			for _, s := range *parents {
-				d, err := parseDigest(s)
+				d, err := parseSnapshot(s, *storeURL)
 				if err != nil {
 					return err
 				}

@@ -51,9 +51,10 @@ unit; --wait waits out a refusal too. --store and --policy are ignored.`,
 			if len(args) == 1 && mountpointArg(args[0]) {
 				return mountStatus(ctx, out, args[0], *asJSON, *timeout, *wait)
 			}
+			hint := namesPath(args)
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST or MOUNTPOINT", 0)
 			if err != nil {
-				return err
+				return withHint(err, hint)
 			}
 			p, err := loadPolicy(*policyFile)
 			if err != nil {
@@ -61,7 +62,10 @@ unit; --wait waits out a refusal too. --store and --policy are ignored.`,
 			}
 			s, err := admission.StatusOf(ctx, st, d, p)
 			if err != nil {
-				return err
+				return withHint(err, hint)
+			}
+			if hint != "" {
+				logFrom(ctx).Warn(hint)
 			}
 			if *asJSON {
 				return printJSON(out, s)
@@ -85,6 +89,20 @@ func mountpointArg(arg string) bool {
 		return !errors.Is(err, iofs.ErrNotExist)
 	}
 	return true
+}
+
+// namesPath returns, when the one argument of pinfs status is a full
+// digest that also names a path here (a mountpoint called after its
+// snapshot, with the shell in its parent), the hint that says how to ask
+// for that mount instead; otherwise "".
+func namesPath(args []string) string {
+	if len(args) != 1 || mountpointArg(args[0]) {
+		return ""
+	}
+	if _, err := os.Lstat(args[0]); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s is read as a snapshot digest; for the mount at the directory of that name run pinfs status ./%s", args[0], args[0])
 }
 
 // statusRetry is how long pinfs status --wait pauses between queries.

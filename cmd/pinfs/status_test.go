@@ -87,7 +87,7 @@ func TestStatusUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"sha256:00"}, `pinfs status: "sha256:00": ` + verify.ErrNotDigest.Error()},
+		{[]string{"sha256:00"}, `pinfs status: "sha256:00": ` + verify.ErrNotDigest.Error() + "; a digest prefix is not a name: pinfs list --store STORE lists the full digests"},
 		{[]string{"sha256:" + strings.Repeat("0", 64), "--store", ""}, "pinfs status: --store is required (or set PINFS_STORE)"},
 		{[]string{}, "pinfs status: want exactly one DIGEST or MOUNTPOINT, got 0 arguments"},
 		{[]string{dir, "--timeout", "0s"}, "pinfs status: --timeout 0s: want a positive duration such as 5s"},

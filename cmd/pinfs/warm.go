@@ -49,7 +49,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			if len(args) < 1 {
 				return usagef("want DIGEST [PATH...], got no arguments")
 			}
-			d, err := parseDigest(args[0])
+			d, err := parseSnapshot(args[0], *storeURL)
 			if err != nil {
 				return err
 			}

@@ -22,6 +22,22 @@ var _ store.KeyLister = (*Store)(nil)
 // links, which List does not follow. A prefix below a missing directory
 // has no keys.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := s.ListInfo(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(infos))
+	for i, in := range infos {
+		keys[i] = in.Key
+	}
+	return keys, nil
+}
+
+var _ store.InfoLister = (*Store)(nil)
+
+// ListInfo is List with each key's size and modification time (the
+// file's, without following links).
+func (s *Store) ListInfo(ctx context.Context, prefix string) ([]store.KeyInfo, error) {
 	dir := path.Dir(prefix + "x") // the directory that holds every key under prefix
 	root := s.dir
 	if dir != "." {
@@ -31,7 +47,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		}
 		root = p
 	}
-	var keys []string
+	var infos []store.KeyInfo
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil && p == root && errors.Is(err, fs.ErrNotExist) {
 			return fs.SkipAll // no such directory: no keys
@@ -50,14 +66,23 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if key := filepath.ToSlash(rel); strings.HasPrefix(key, prefix) {
-			keys = append(keys, key)
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
+			return nil
 		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since the directory was read
+		}
+		if err != nil {
+			return err
+		}
+		infos = append(infos, store.KeyInfo{Key: key, Size: fi.Size(), Modified: fi.ModTime()})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("localstore: list %q: %w", prefix, err)
 	}
-	slices.Sort(keys)
-	return keys, nil
+	slices.SortFunc(infos, func(a, b store.KeyInfo) int { return strings.Compare(a.Key, b.Key) })
+	return infos, nil
 }

@@ -24,7 +24,7 @@ func TestStringNamesTheStore(t *testing.T) {
 	}
 	d := verify.Digest("sha256:" + strings.Repeat("ab", 32))
 	_, err = verify.Fetch(context.Background(), c, d)
-	want := "no manifest " + string(d) + " in store " + ls.String()
+	want := "no manifest " + string(d) + " in store " + ls.String() + "; pinfs list --store " + ls.String() + " lists the manifests it holds"
 	if err == nil || err.Error() != want || !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Fetch of a missing manifest = %v; want %q wrapping store.ErrNotFound", err, want)
 	}

@@ -109,6 +109,22 @@ func (b *Bucket) Swap(ctx context.Context, key string, data []byte, rev string) 
 // sorted, with ListObjectsV2 and its pagination. Zero-byte "directory
 // markers" (keys ending in "/") are left out.
 func (b *Bucket) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := b.ListInfo(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(infos))
+	for i, in := range infos {
+		keys[i] = in.Key
+	}
+	return keys, nil
+}
+
+var _ store.InfoLister = (*Bucket)(nil)
+
+// ListInfo is List with each key's size and LastModified, which
+// ListObjectsV2 returns with the keys.
+func (b *Bucket) ListInfo(ctx context.Context, prefix string) ([]store.KeyInfo, error) {
 	if p := strings.TrimRight(prefix, "/"); p != "" {
 		if err := store.CheckKey(p); err != nil {
 			return nil, fmt.Errorf("s3store %s: list: %w", b, err)
@@ -123,7 +139,7 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]string, error) {
 		Bucket: aws.String(b.bucket),
 		Prefix: aws.String(root + prefix),
 	})
-	var keys []string
+	var infos []store.KeyInfo
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
@@ -134,9 +150,9 @@ func (b *Bucket) List(ctx context.Context, prefix string) ([]string, error) {
 			if !ok || !strings.HasPrefix(k, prefix) || strings.HasSuffix(k, "/") {
 				continue
 			}
-			keys = append(keys, k)
+			infos = append(infos, store.KeyInfo{Key: k, Size: aws.ToInt64(o.Size), Modified: aws.ToTime(o.LastModified)})
 		}
 	}
-	slices.Sort(keys)
-	return slices.Compact(keys), nil
+	slices.SortFunc(infos, func(a, b store.KeyInfo) int { return strings.Compare(a.Key, b.Key) })
+	return slices.CompactFunc(infos, func(a, b store.KeyInfo) bool { return a.Key == b.Key }), nil
 }
