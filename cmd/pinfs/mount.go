@@ -61,6 +61,7 @@ approvals from the store, so it needs the store reachable.`,
 		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
 		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit (pinfs admit) for exactly DIGEST that checks out against the store")
 		policyFile := policyFlag(fs)
+		mkdir := fs.BoolP("mkdir", "m", false, "create MOUNTPOINT, and its missing parents (mode 0755, as mkdir -p), when it does not exist, as mount(8) -m does")
 		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
 		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
@@ -106,7 +107,7 @@ approvals from the store, so it needs the store reachable.`,
 			if err != nil {
 				return err
 			}
-			if err := mount.CheckMountpoint(mnt); err != nil {
+			if err := mount.CheckMountpoint(mnt, *mkdir); err != nil {
 				return err
 			}
 			if !*foreground {
