@@ -22,13 +22,14 @@ import (
 const (
 	exitOK      = 0 // success
 	exitFailed  = 1 // a check failed, input was invalid or tampered, storage failed
-	exitUsage   = 2 // bad flags or arguments (including a mount target that is not a digest)
+	exitUsage   = 2 // bad flags or arguments, no --store, a snapshot that is not a digest: from every command
 	exitHelpMsg = `Exit status:
   0  success
   1  failure: a check failed, a manifest or member table is invalid or
      tampered with, an object or version is missing, storage failed
-  2  usage error: unknown flag, missing argument, a snapshot name that is
-     not a full sha256:<64 hex> digest
+  2  usage error: unknown flag, missing or extra argument, no --store
+     (nor $PINFS_STORE), a snapshot name that is not a full
+     sha256:<64 hex> digest
 `
 )
 
@@ -85,11 +86,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cmd.subs != nil && (cmd.setup == nil || len(args) > 1 && find(cmd.subs, args[1]) != nil) {
 		group := cmd
-		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+		if len(args) < 2 {
+			fmt.Fprintf(stderr, "pinfs %s: want a command: %s (see pinfs %s --help)\n", group.name, names(group.subs), group.name)
+			return exitUsage
+		}
+		if args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
 			groupUsage(stdout, group)
-			if len(args) < 2 {
-				return exitUsage
-			}
 			return exitOK
 		}
 		if cmd = find(group.subs, args[1]); cmd == nil {
@@ -156,6 +158,22 @@ func find(cs []*command, name string) *command {
 		}
 	}
 	return nil
+}
+
+// names lists the names of cs, "a, b or c".
+func names(cs []*command) string {
+	var b strings.Builder
+	for i, c := range cs {
+		switch {
+		case i == 0:
+		case i == len(cs)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(c.name)
+	}
+	return b.String()
 }
 
 // groupUsage lists the commands of a group such as `pinfs alias`.

@@ -80,6 +80,11 @@ approvals from the store, so it needs the store reachable.`,
 			if err != nil {
 				return err
 			}
+			// Before the daemon starts: its usage error would come back
+			// as a failure to mount (exit 1).
+			if err := needStore(*storeURL); err != nil {
+				return err
+			}
 			if *flushInterval <= 0 {
 				return usagef("--flush-interval %v: want a positive duration such as 1m or 30s", *flushInterval)
 			}
