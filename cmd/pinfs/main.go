@@ -58,7 +58,7 @@ type command struct {
 	subs []*command
 }
 
-var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd}
+var commands = []*command{pinCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd, versionCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	cmd := find(commands, args[0])
 	if cmd == nil {
