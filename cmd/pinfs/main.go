@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n", cmd.name, cmd.args,
-			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages())
+			strings.TrimSpace(cmd.long)+"\n", flagUsages(fs))
 		if len(cmd.subs) > 0 {
 			fmt.Fprintf(stdout, "Commands:\n")
 			for _, c := range cmd.subs {
@@ -193,6 +193,8 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
+// topUsage is pinfs --help: every command and sub-command, and which of
+// them take --store.
 func topUsage(w io.Writer) {
 	fmt.Fprint(w, `pinfs serves pinned dataset snapshots: immutable manifests, addressed by
 digest, whose members are exact object versions verified with BLAKE3.
@@ -202,15 +204,38 @@ Usage: pinfs COMMAND [ARGS] [FLAGS]
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-15s %s\n", c.name, c.short)
+		for _, s := range c.subs {
+			fmt.Fprintf(w, "  %-15s %s\n", c.name+" "+s.name, s.short)
+		}
 	}
-	fmt.Fprint(w, `
-Every command takes --store s3://BUCKET/PREFIX or --store DIR (default:
-$PINFS_STORE). S3 uses the AWS SDK's usual configuration: the credential
-chain, AWS_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
-Run 'pinfs COMMAND --help' for a command's flags.
+	storeText := "--store s3://BUCKET/PREFIX or --store DIR (default: $PINFS_STORE) names the store. " +
+		"Every command takes it except " + strings.Join(storeless(), ", ") + "; " +
+		"pinfs status MOUNTPOINT ignores it, and pinfs run show and pinfs run export default to the store " +
+		"the run's mount recorded. S3 uses the AWS SDK's usual configuration: the credential chain, " +
+		"AWS_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."
+	fmt.Fprintf(w, "\n%s\nRun 'pinfs COMMAND --help' for a command's flags, 'pinfs version' for the build.\n\n%s",
+		strings.Join(wrapWords(storeText, 76), "\n"), exitHelpMsg)
+}
 
-`+exitHelpMsg)
+// storeless names the commands and sub-commands that take no --store.
+func storeless() []string {
+	var out []string
+	var walk func(prefix string, cs []*command)
+	walk = func(prefix string, cs []*command) {
+		for _, c := range cs {
+			if c.setup != nil {
+				fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+				c.setup(fs, io.Discard)
+				if fs.Lookup("store") == nil {
+					out = append(out, prefix+c.name)
+				}
+			}
+			walk(prefix+c.name+" ", c.subs)
+		}
+	}
+	walk("", commands)
+	return out
 }
 
 // storeFlag defines --store on fs.

@@ -119,7 +119,7 @@ func validationFlags(fs *pflag.FlagSet) *validationOpts {
 	fs.StringVar(&o.alias, "alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
 	fs.StringVar(&o.policyFile, "policy", "", "trust policy `FILE`: inherit digests only from parents approved under it (see docs/admission.md)")
 	fs.BoolVar(&o.deep, "deep", false, "re-read and hash every member, even those inherited from a trusted parent")
-	fs.IntVar(&o.jobs, "jobs", 16, "members checked in parallel")
+	fs.IntVar(&o.jobs, "jobs", 16, "`N` members checked in parallel")
 	return o
 }
 
