@@ -33,7 +33,9 @@ while pinning fails the pin and names the keys.
 
 --transform names the code or image that produced the members by an
 immutable digest, NAME@sha256:<64 hex> or NAME@<40 or 64 hex commit>; a
-tag alone (registry/harvest:v1) is refused with exit 2.
+tag alone (registry/harvest:v1) is refused with exit 2, since a tag can
+move under the manifest, and so is a version (harvest@v1): that is what
+pinfs derive --transform takes, whose --check reruns the derivation.
 
 SOURCE DIR copies the regular files under DIR into the store's
 content-addressed area and pins them. Symbolic links and special files are

@@ -25,7 +25,8 @@ func TestPinRefusesTransformWithoutDigest(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run(ctx, []string{"pin", src, "--store", dir, "--transform", "registry/harvest:v1"}, &out, &errOut)
 	const want = "pinfs pin: --transform registry/harvest:v1: not pinned by a digest (NAME@sha256:<64 hex>, " +
-		"or NAME@<40 or 64 hex commit>); same tag, new digest cannot be detected otherwise\n"
+		"or NAME@<40 or 64 hex commit>); same tag, new digest cannot be detected otherwise; name the image by its digest: " +
+		"registry/harvest:v1@sha256:<64 hex>\n"
 	if code != exitUsage || errOut.String() != want || out.Len() != 0 {
 		t.Fatalf("pin --transform TAG: exit %d, stdout %q, stderr %q; want exit %d and\n%s", code, out.String(), errOut.String(), exitUsage, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/derive"
 )
 
 // CheckTransform accepts a --transform value that names its code or image
@@ -13,7 +14,9 @@ import (
 // or NAME@<40 or 64 hex> (a git commit, SHA-1 or SHA-256), hex in lower
 // case; NAME may carry a tag (registry/harvest:v1@sha256:...). The empty
 // value (no transform recorded) is accepted too. A tag alone is refused:
-// the same tag can later name other code, and nothing could tell.
+// the same tag can later name other code, and nothing could tell. The
+// refusal names the alternative for a version (harvest@v1): pinfs derive,
+// whose --check guards it (README, "--transform on pin and on derive").
 func CheckTransform(s string) error {
 	if s == "" {
 		return nil
@@ -25,8 +28,13 @@ func CheckTransform(s string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
+	msg := fmt.Sprintf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
 		"same tag, new digest cannot be detected otherwise", verify.Printable(s))
+	if derive.CheckVersion(s) == nil {
+		return fmt.Errorf("%s; a version such as %s is for pinfs derive --transform, whose --check reruns it and "+
+			"catches a version that changed", msg, verify.Printable(s))
+	}
+	return fmt.Errorf("%s; name the image by its digest: %s@sha256:<64 hex>", msg, verify.Printable(s))
 }
 
 // cutLast is strings.Cut at the last sep.

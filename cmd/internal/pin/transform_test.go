@@ -37,8 +37,15 @@ func TestCheckTransform(t *testing.T) {
 		}
 	}
 	const want = "--transform registry/harvest:v1: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); " +
-		"same tag, new digest cannot be detected otherwise"
+		"same tag, new digest cannot be detected otherwise; name the image by its digest: registry/harvest:v1@sha256:<64 hex>"
 	if err := CheckTransform("registry/harvest:v1"); err == nil || err.Error() != want {
 		t.Errorf("CheckTransform of a tag: %v\nwant %s", err, want)
+	}
+	// A version, as pinfs derive takes it: the refusal names derive.
+	const wantVersion = "--transform harvest@v1: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); " +
+		"same tag, new digest cannot be detected otherwise; a version such as harvest@v1 is for pinfs derive --transform, " +
+		"whose --check reruns it and catches a version that changed"
+	if err := CheckTransform("harvest@v1"); err == nil || err.Error() != wantVersion {
+		t.Errorf("CheckTransform of a version: %v\nwant %s", err, wantVersion)
 	}
 }
