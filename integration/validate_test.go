@@ -110,7 +110,7 @@ func TestValidateLocalDirPin(t *testing.T) {
 	}
 	st := filepath.Join(dir, "store")
 	d := mustPinfs(t, nil, "pin", src, "--store", st).lastLine()
-	rd := wantExit(t, nil, 0, []string{"state VALIDATED", "members 2"}, "validate", d, "--store", st, "--deep").lastLine()
+	rd := labelled(t, wantExit(t, nil, 0, []string{"state VALIDATED", "members 2"}, "validate", d, "--store", st, "--deep"), "report")
 	marker := filepath.Join(st, "admission", "sha256", strings.TrimPrefix(d, "sha256:"), "validated", strings.TrimPrefix(rd, "sha256:"))
 	if b, err := os.ReadFile(marker); err != nil || string(b) != rd+"\n" {
 		t.Errorf("marker %s: %q, %v", marker, b, err)
