@@ -87,6 +87,7 @@ func usageCases(t *testing.T, dir string) map[string]usageCase {
 		}},
 		"derive log": snap(1),
 		"version":    {},
+		"list":       {store: true}, // pinfs list --store S (issue 24 item 6), where it exists
 	}
 }
 
