@@ -165,18 +165,19 @@ func find(cs []*command, name string) *command {
 
 // names lists the names of cs, "a, b or c".
 func names(cs []*command) string {
-	var b strings.Builder
+	ns := make([]string, len(cs))
 	for i, c := range cs {
-		switch {
-		case i == 0:
-		case i == len(cs)-1:
-			b.WriteString(" or ")
-		default:
-			b.WriteString(", ")
-		}
-		b.WriteString(c.name)
+		ns[i] = c.name
 	}
-	return b.String()
+	return join(ns, "or")
+}
+
+// join lists ss as "a, b and c" (with word "and").
+func join(ss []string, word string) string {
+	if len(ss) < 2 {
+		return strings.Join(ss, "")
+	}
+	return strings.Join(ss[:len(ss)-1], ", ") + " " + word + " " + ss[len(ss)-1]
 }
 
 // groupUsage lists the commands of a group such as `pinfs alias`.
@@ -209,33 +210,40 @@ Commands:
 			fmt.Fprintf(w, "  %-15s %s\n", c.name+" "+s.name, s.short)
 		}
 	}
+	none, recorded := storeUse()
 	storeText := "--store s3://BUCKET/PREFIX or --store DIR (default: $PINFS_STORE) names the store. " +
-		"Every command takes it except " + strings.Join(storeless(), ", ") + "; " +
-		"pinfs status MOUNTPOINT ignores it, and pinfs run show and pinfs run export default to the store " +
-		"the run's mount recorded. S3 uses the AWS SDK's usual configuration: the credential chain, " +
-		"AWS_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."
+		"Every command takes it except " + join(none, "and") + "; pinfs status MOUNTPOINT ignores it"
+	if len(recorded) > 0 {
+		storeText += ", and " + join(recorded, "and") + " default to the store the run's mount recorded"
+	}
+	storeText += ". S3 uses the AWS SDK's usual configuration: the credential chain, AWS_REGION, " +
+		"AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."
 	fmt.Fprintf(w, "\n%s\nRun 'pinfs COMMAND --help' for a command's flags, 'pinfs version' for the build.\n\n%s",
 		strings.Join(wrapWords(storeText, 76), "\n"), exitHelpMsg)
 }
 
-// storeless names the commands and sub-commands that take no --store.
-func storeless() []string {
-	var out []string
+// storeUse names the commands and sub-commands that take no --store, and
+// those whose --store defaults to the store a run's mount recorded (as
+// their flag's usage says).
+func storeUse() (none, recorded []string) {
 	var walk func(prefix string, cs []*command)
 	walk = func(prefix string, cs []*command) {
 		for _, c := range cs {
 			if c.setup != nil {
 				fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 				c.setup(fs, io.Discard)
-				if fs.Lookup("store") == nil {
-					out = append(out, prefix+c.name)
+				switch f := fs.Lookup("store"); {
+				case f == nil:
+					none = append(none, prefix+c.name)
+				case strings.Contains(f.Usage, "the store the run's mount recorded"):
+					recorded = append(recorded, prefix+c.name)
 				}
 			}
 			walk(prefix+c.name+" ", c.subs)
 		}
 	}
 	walk("", commands)
-	return out
+	return none, recorded
 }
 
 // storeFlag defines --store on fs.
