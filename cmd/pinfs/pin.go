@@ -102,7 +102,7 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 				return pinFromPlan(ctx, p, *storeURL, *planFile, phase, *shard, out)
 			}
 			if err := pin.CheckTransform(*transform); err != nil {
-				return usageError{err}
+				return usagef("%v; %s", err, pin.TransformAlternative(*transform))
 			}
 			p.Purpose, p.Transform, p.RecordSchema, p.SelectionPolicy = *purpose, *transform, *recordSchema, *selection
 			if fs.Changed("tombstone-watermark") {

@@ -53,3 +53,20 @@ func TestPinRefusesTransformWithoutDigest(t *testing.T) {
 		t.Fatalf("pinned manifest: transform %v (%v), want %s", snap, err, transform)
 	}
 }
+
+// TestPinRefusesTransformVersionNamingDerive: pin --transform harvest@v1
+// (the form pinfs derive takes) is refused on one line that names pinfs
+// derive --transform as where a version belongs.
+func TestPinRefusesTransformVersionNamingDerive(t *testing.T) {
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(t.Context(), []string{"pin", src, "--store", t.TempDir(), "--transform", "harvest@v1"}, &out, &errOut)
+	msg := errOut.String()
+	if code != exitUsage || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "not pinned by a digest") ||
+		!strings.Contains(msg, "a version such as harvest@v1 is for pinfs derive --transform, whose --check reruns the derivation") {
+		t.Fatalf("pin --transform harvest@v1: exit %d, stderr %q; want exit 2 and one line naming pinfs derive --transform", code, msg)
+	}
+}

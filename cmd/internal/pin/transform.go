@@ -14,9 +14,7 @@ import (
 // or NAME@<40 or 64 hex> (a git commit, SHA-1 or SHA-256), hex in lower
 // case; NAME may carry a tag (registry/harvest:v1@sha256:...). The empty
 // value (no transform recorded) is accepted too. A tag alone is refused:
-// the same tag can later name other code, and nothing could tell. The
-// refusal names the alternative for a version (harvest@v1): pinfs derive,
-// whose --check guards it (README, "--transform on pin and on derive").
+// the same tag can later name other code, and nothing could tell.
 func CheckTransform(s string) error {
 	if s == "" {
 		return nil
@@ -28,13 +26,20 @@ func CheckTransform(s string) error {
 			return nil
 		}
 	}
-	msg := fmt.Sprintf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
+	return fmt.Errorf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
 		"same tag, new digest cannot be detected otherwise", verify.Printable(s))
+}
+
+// TransformAlternative is what to give pinfs pin instead of a --transform
+// s that CheckTransform refused: for a version such as harvest@v1, pinfs
+// derive, which takes one because its --check reruns the derivation; for
+// a tag, the image's digest (README, "Transform on pin and on derive").
+func TransformAlternative(s string) string {
 	if derive.CheckVersion(s) == nil {
-		return fmt.Errorf("%s; a version such as %s is for pinfs derive --transform, whose --check reruns it and "+
-			"catches a version that changed", msg, verify.Printable(s))
+		return fmt.Sprintf("a version such as %s is for pinfs derive --transform, whose --check reruns the derivation "+
+			"and catches a version that changed", verify.Printable(s))
 	}
-	return fmt.Errorf("%s; name the image by its digest: %s@sha256:<64 hex>", msg, verify.Printable(s))
+	return fmt.Sprintf("name the image by its digest: %s@sha256:<64 hex>", verify.Printable(s))
 }
 
 // cutLast is strings.Cut at the last sep.
