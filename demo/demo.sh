@@ -34,8 +34,13 @@ mkdir -p "$keys" && chmod 700 "$cache" "$keys"
 step "$pinfs validate $digest --store $store --alias demo"
 $pinfs validate "$digest" --store "$store" --alias demo
 
-[ -e "$keys/alice.key" ] || $pinfs key generate "$keys/alice"
+if [ ! -e "$keys/alice.key" ]; then
+	step "$pinfs key generate $keys/alice   # the approver's key pair"
+	$pinfs key generate "$keys/alice"
+fi
+step "echo '{\"approvers\": [\"alice.pub\"], \"threshold\": 1}' > $keys/policy.json   # the trust policy"
 printf '{"approvers": ["alice.pub"], "threshold": 1}\n' >"$keys/policy.json"
+cat "$keys/policy.json"
 step "$pinfs approve $digest --store $store --key $keys/alice.key"
 $pinfs approve "$digest" --store "$store" --key "$keys/alice.key"
 
@@ -51,12 +56,11 @@ echo "$run $admitted"
 
 step "$pinfs warm $admitted --split train --store $store --cache-dir $cache   # fill the node's disk cache before training"
 $pinfs warm "$admitted" --split train --store "$store" --cache-dir "$cache"
-mkdir -p "$mnt"
 if mountpoint -q "$mnt" 2>/dev/null; then $pinfs unmount --lazy "$mnt" || true; fi
 trap '$pinfs unmount --lazy "$mnt" 2>/dev/null || true' EXIT
 
-step "$pinfs mount $admitted $mnt --store $store --cache-dir $cache --run-record $record --run-id $run --require-permit --policy $keys/policy.json"
-$pinfs mount "$admitted" "$mnt" --store "$store" --cache-dir "$cache" --run-record "$record" --run-id "$run" --require-permit --policy "$keys/policy.json"
+step "$pinfs mount $admitted $mnt --mkdir --store $store --cache-dir $cache --run-record $record --run-id $run --require-permit --policy $keys/policy.json"
+$pinfs mount "$admitted" "$mnt" --mkdir --store "$store" --cache-dir "$cache" --run-record "$record" --run-id "$run" --require-permit --policy "$keys/policy.json"
 
 step "ls -l $mnt $mnt/train"
 ls -l "$mnt" "$mnt/train"
@@ -90,6 +94,8 @@ step "$pinfs derive --input raw=$admitted --transform harvest@v1 --param label=b
 billing=$($pinfs derive --input raw="$admitted" --transform harvest@v1 --param label=billing --store "$store" --cache-dir "$cache" \
 	--record demo/cache/slice.json -- sh demo/harvest.sh | tail -n 1)
 echo "$billing"
+
+step "cat demo/cache/slice.json   # the derivation record: inputs, transform version, params, command, output"
 cat demo/cache/slice.json
 
 step "$pinfs derive --input raw=$admitted --transform harvest@v1 --param label=billing --store $store --cache-dir $cache -- sh demo/harvest.sh   # the same again: cached, nothing runs"

@@ -161,8 +161,19 @@ func (a *admStore) pinAt(t testing.TB, purpose string, tombstone, benchmark int)
 func (a *admStore) candidate(t testing.TB, s *signers, gate, purpose string, tombstone, benchmark int) (d, env string) {
 	t.Helper()
 	d = a.pinAt(t, purpose, tombstone, benchmark)
-	env = mustPinfs(t, a.env, "approve", d, "--store", a.store, "--key", s.aliceKey, "--alias", gate).lastLine()
+	env = labelled(t, mustPinfs(t, a.env, "approve", d, "--store", a.store, "--key", s.aliceKey, "--alias", gate), "envelope")
 	return d, env
+}
+
+// labelled returns the digest on r's last line, "label sha256:…" (pinfs
+// validate's report, pinfs approve's envelope).
+func labelled(t testing.TB, r result, label string) string {
+	t.Helper()
+	d, ok := strings.CutPrefix(strings.TrimSpace(r.lastLine()), label+" ")
+	if !ok || !strings.HasPrefix(d, "sha256:") || len(d) != 71 {
+		t.Fatalf("pinfs: the last line is not %q sha256:<64 hex>:\n%v", label, r)
+	}
+	return d
 }
 
 // refused runs pinfs, wants exit code with every string of want in its
@@ -270,8 +281,8 @@ func TestAdmissionWalkThrough(t *testing.T) {
 		refused(t, a.env, 1, []string{"not VALIDATED"}, "approve", d, "--store", st, "--key", s.aliceKey, "--report", d)
 
 		r := mustPinfs(t, a.env, "validate", d, "--store", st, "--alias", "support")
-		rd := r.lastLine()
-		if !strings.HasPrefix(rd, "sha256:") || len(rd) != 71 || !strings.Contains(r.stdout, "state VALIDATED") {
+		rd := labelled(t, r, "report")
+		if !strings.Contains(r.stdout, "state VALIDATED") {
 			t.Fatalf("validate: no report digest on the last line:\n%v", r)
 		}
 		var rep map[string]any

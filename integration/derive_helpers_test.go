@@ -264,7 +264,7 @@ func (f *deriveFix) manifest(t testing.TB, d string) deriveManifest {
 func (f *deriveFix) members(t testing.TB, d string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	lines := strings.Split(strings.TrimSpace(mustPinfs(t, f.env, "ls", d, "--store", f.store).stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(mustPinfs(t, f.env, "ls", d, "--store", f.store, "--long").stdout), "\n")
 	for _, l := range lines[1:] { // SIZE SPLIT DIGEST SOURCE VERSION PATH
 		fs := strings.Fields(l)
 		if len(fs) != 6 {

@@ -119,7 +119,7 @@ func TestPinIncrementalReusesUnchangedVersions(t *testing.T) {
 	}
 	wantExit(t, env, 0, []string{"verify: OK", "members 40"}, "verify", d2, "--store", st, "--deep")
 	for k, v := range newVersions {
-		ls := mustPinfs(t, env, "ls", d2, strings.TrimPrefix(k, "ds/"), "--store", st).stdout
+		ls := mustPinfs(t, env, "ls", d2, strings.TrimPrefix(k, "ds/"), "--store", st, "--long").stdout
 		if !strings.Contains(ls, v) {
 			t.Errorf("ls of %s does not show its new version %s:\n%s", k, v, ls)
 		}

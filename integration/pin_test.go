@@ -56,7 +56,7 @@ func TestPinVerifyLsDiffLog(t *testing.T) {
 	if d := mustPinfs(t, env, "pin", "s3://data/ds", "--store", st, "--purpose", "it").lastLine(); d != d1 {
 		t.Fatalf("second pin of unchanged data: %s, first %s", d, d1)
 	}
-	ls := mustPinfs(t, env, "ls", d1, "--store", st).stdout
+	ls := mustPinfs(t, env, "ls", d1, "--store", st, "--long").stdout // full version ids
 	for k, v := range vs {
 		if !strings.Contains(ls, v) || !strings.Contains(ls, k) {
 			t.Errorf("ls lacks %s at version %s:\n%s", k, v, ls)
@@ -71,7 +71,7 @@ func TestPinVerifyLsDiffLog(t *testing.T) {
 	// Overwrite a pinned key: the snapshot still reads its pinned version.
 	newA := s.Put(t, "data", "ds/train/a.bin", []byte("new content"))
 	wantExit(t, env, 0, []string{"verify: OK"}, "verify", d1, "--store", st, "--deep")
-	ls = mustPinfs(t, env, "ls", d1, "train/a.bin", "--store", st).stdout
+	ls = mustPinfs(t, env, "ls", d1, "train/a.bin", "--store", st, "--long").stdout
 	if !strings.Contains(ls, vs["train/a.bin"]) || strings.Contains(ls, newA) {
 		t.Fatalf("ls after overwrite does not show the pinned version %s:\n%s", vs["train/a.bin"], ls)
 	}

@@ -33,10 +33,7 @@ func TestValidateS3Pin(t *testing.T) {
 
 	r := wantExit(t, env, 0, []string{"state VALIDATED", "members 4", "members re-read (deep) 4", "unversioned 0",
 		"sources 1 (1 with a listing)", "gate: none"}, "validate", d, "--store", st, "--deep")
-	rd := r.lastLine()
-	if !strings.HasPrefix(rd, "sha256:") || len(rd) != 71 {
-		t.Fatalf("validate's last line %q is not a report digest:\n%v", rd, r)
-	}
+	rd := labelled(t, r, "report")
 	// The report is stored under its digest, and the marker names it.
 	hexOf := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
 	if got := string(s.Get(t, "store", "pinfs/admission/sha256/"+hexOf(d)+"/validated/"+hexOf(rd), "")); got != rd+"\n" {
@@ -84,11 +81,8 @@ func TestValidateS3Pin(t *testing.T) {
 		t.Errorf("report of a snapshot with a missing version: %v", rep)
 	}
 	r = wantExit(t, env, 1, []string{"not VALIDATED: 1 hard failures", "version_missing: val/c.txt"}, "validate", d, "--store", st)
-	failed := strings.TrimPrefix(r.lastLine(), "sha256:")
-	if len(failed) != 64 {
-		t.Fatalf("no report digest on the last line:\n%v", r)
-	}
-	s.Get(t, "store", "pinfs/reports/sha256/"+failed, "") // stored for the audit trail
+	failed := strings.TrimPrefix(labelled(t, r, "report"), "sha256:") // a failing report is labelled too
+	s.Get(t, "store", "pinfs/reports/sha256/"+failed, "")             // stored for the audit trail
 	if _, err := s.Client(t).HeadObject(t.Context(), &s3.HeadObjectInput{
 		Bucket: aws.String("store"), Key: aws.String("pinfs/admission/sha256/" + hexOf(d) + "/validated/" + failed),
 	}); err == nil {
@@ -110,7 +104,7 @@ func TestValidateLocalDirPin(t *testing.T) {
 	}
 	st := filepath.Join(dir, "store")
 	d := mustPinfs(t, nil, "pin", src, "--store", st).lastLine()
-	rd := wantExit(t, nil, 0, []string{"state VALIDATED", "members 2"}, "validate", d, "--store", st, "--deep").lastLine()
+	rd := labelled(t, wantExit(t, nil, 0, []string{"state VALIDATED", "members 2"}, "validate", d, "--store", st, "--deep"), "report")
 	marker := filepath.Join(st, "admission", "sha256", strings.TrimPrefix(d, "sha256:"), "validated", strings.TrimPrefix(rd, "sha256:"))
 	if b, err := os.ReadFile(marker); err != nil || string(b) != rd+"\n" {
 		t.Errorf("marker %s: %q, %v", marker, b, err)

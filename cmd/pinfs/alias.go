@@ -62,7 +62,7 @@ func activateSetup(fs *pflag.FlagSet, out io.Writer, rollback bool) func(context
 	storeURL := storeFlag(fs)
 	policyFile := policyFlag(fs)
 	expect := fs.Int64("expect-generation", -1, "commit only if the gate is at generation `N` (0: it must not exist yet); never retries")
-	reason := fs.String("reason", "", "why, kept in the gate record")
+	reason := fs.String("reason", "", "`REASON` for the change, kept in the gate record")
 	return func(ctx context.Context, args []string) error {
 		if len(args) != 2 {
 			return usagef("want NAME DIGEST, got %d arguments", len(args))

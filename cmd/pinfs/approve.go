@@ -44,7 +44,7 @@ says so on stderr.
 
 Whether the approvals are enough is decided by a trust policy when the
 snapshot is used: pinfs verify --policy, pinfs mount --policy, pinfs alias
-set, pinfs admit. The envelope's digest is printed on the last line.`,
+set, pinfs admit. The last line is "  envelope sha256:<envelope digest>".`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		keyFile := fs.String("key", "", "private key `FILE` (PREFIX.key from pinfs key generate)")
@@ -93,7 +93,7 @@ set, pinfs admit. The envelope's digest is printed on the last line.`,
 			if r.CountsUnderNoPolicy() {
 				fmt.Fprintf(os.Stderr, "pinfs approve: report %s inherited member digests on the store's word (validated without a policy): this approval counts under no policy; approve with --policy FILE or --alias NAME\n", rd)
 			}
-			fmt.Fprintf(out, "APPROVED %s\n  report %s\n  signed by %s as %s\n%s\n", d, rd, s.KeyID(), *role, env)
+			fmt.Fprintf(out, "APPROVED %s\n  report %s\n  signed by %s as %s\n  envelope %s\n", d, rd, s.KeyID(), *role, env)
 			return nil
 		}
 	},

@@ -22,10 +22,20 @@ import (
 
 // openStore opens the --store URL; an empty URL is a usage error.
 func openStore(ctx context.Context, url string) (store.Store, error) {
-	if url == "" {
-		return nil, usagef("--store is required (or set PINFS_STORE)")
+	if err := needStore(url); err != nil {
+		return nil, err
 	}
 	return dial.Open(ctx, url)
+}
+
+// needStore is the usage error of a command run without --store (and
+// without $PINFS_STORE), for a command that must say so before it opens
+// the store (pinfs mount, before its daemon starts).
+func needStore(url string) error {
+	if url == "" {
+		return usagef("--store is required (or set PINFS_STORE)")
+	}
+	return nil
 }
 
 // parseDigest parses a digest argument (a manifest, a report, a parent);

@@ -32,7 +32,7 @@ manifest at the new watermark. Runs already admitted keep their digest.`,
 		tombstone := fs.Int64("tombstone", 0, "new tombstone watermark `N`")
 		benchmark := fs.Int64("benchmark", 0, "new benchmark fence `N`")
 		revoke := fs.String("revoke", "", "`FILE` of member ids or blake3 digests revoked (or fenced as benchmark data) at N")
-		reason := fs.String("reason", "", "why, kept in the gate record")
+		reason := fs.String("reason", "", "`REASON` for the change, kept in the gate record")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 1 {
 				return usagef("want exactly one NAME, got %d arguments", len(args))

@@ -14,13 +14,22 @@ import (
 
 var lsCmd = &command{
 	name:  "ls",
-	args:  "DIGEST [PATH] --store STORE [--json]",
+	args:  "DIGEST [PATH] --store STORE [--long] [--json]",
 	short: "list the members of a snapshot without mounting it",
-	long: `List the members of a verified snapshot: size, split, digest, source and
-pinned version id, then the path. PATH limits the listing to one member or
-one directory of the snapshot.`,
+	long: `List the members of a verified snapshot: size, split, digest, pinned
+version id, then the path. PATH limits the listing to one member or one
+directory of the snapshot.
+
+The listing fits 120 columns: digests are shortened to 12 hex digits and
+version ids to 15 characters ("…" marks a cut), a member pinned into the
+content-addressed area shows "cas" as its version, and the SOURCE column
+is left out when every S3 member's key is one prefix followed by its path
+in one bucket, as pin s3://BUCKET/PREFIX/ makes them. --long prints every
+field in full, with the SOURCE column; --json prints the member table
+itself.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
+		long := fs.Bool("long", false, "print full digests, version ids and the source of every member")
 		asJSON := fs.Bool("json", false, "print the members as JSON Lines (the member table format)")
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "DIGEST [PATH]", 1)
@@ -49,16 +58,98 @@ one directory of the snapshot.`,
 				_, err := out.Write(b)
 				return err
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
-			for i := range ms {
-				m := &ms[i]
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, verify.Printable(or(m.Split, "-")), m.Digest,
-					verify.Printable(source(m)), verify.Printable(or(m.VersionID(), "-")), verify.Printable(m.Path))
+			if *long {
+				return printMembersLong(out, ms)
 			}
-			return tw.Flush()
+			return printMembers(out, ms)
 		}
 	},
+}
+
+// printMembersLong is pinfs ls --long: every field in full.
+func printMembersLong(w io.Writer, ms []verify.Member) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
+	for i := range ms {
+		m := &ms[i]
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, verify.Printable(or(m.Split, "-")), m.Digest,
+			verify.Printable(source(m)), verify.Printable(or(m.VersionID(), "-")), verify.Printable(m.Path))
+	}
+	return tw.Flush()
+}
+
+// printMembers is pinfs ls: short digests and version ids, and SOURCE
+// only where it says more than PATH, so that a line fits 120 columns.
+func printMembers(w io.Writer, ms []verify.Member) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	implied := impliedSource(ms)
+	if implied {
+		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tVERSION\tPATH")
+	} else {
+		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
+	}
+	for i := range ms {
+		m := &ms[i]
+		version := "-"
+		if implied && m.S3 == nil {
+			version = "cas" // SOURCE, which would say so, is left out
+		}
+		if m.S3 != nil {
+			version = shorten(or(m.S3.VersionID, "-"), shortVersion)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t", m.Size, verify.Printable(or(m.Split, "-")), shortDigest(m.Digest))
+		if !implied {
+			fmt.Fprintf(tw, "%s\t", verify.Printable(source(m)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", verify.Printable(version), verify.Printable(m.Path))
+	}
+	return tw.Flush()
+}
+
+// shortVersion is how many characters of a version id pinfs ls shows.
+const shortVersion = 15
+
+// shortDigest is d with its hex cut to 12 digits, as git shortens a hash.
+func shortDigest(d string) string {
+	alg, hex, ok := strings.Cut(d, ":")
+	if !ok || len(hex) <= 12 {
+		return verify.Printable(d)
+	}
+	return verify.Printable(alg + ":" + hex[:12])
+}
+
+// shorten cuts s to n characters, the last of them "…", when it is longer.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// impliedSource reports whether every S3 member of ms is the object
+// PREFIX+path of one BUCKET and PREFIX (as pin s3://BUCKET/PREFIX makes
+// them), so that a SOURCE column would only repeat PATH; members in the
+// content-addressed area do not count. It is false when no member is in
+// S3.
+func impliedSource(ms []verify.Member) bool {
+	common := ""
+	for i := range ms {
+		m := &ms[i]
+		if m.S3 == nil {
+			continue
+		}
+		p, found := strings.CutSuffix(m.S3.Key, m.Path)
+		if !found || p != "" && !strings.HasSuffix(p, "/") {
+			return false
+		}
+		if p = m.S3.Bucket + "/" + p; common == "" {
+			common = p
+		} else if p != common {
+			return false
+		}
+	}
+	return common != ""
 }
 
 // under reports whether member path p is dir or lies below it.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/pinfs/pinfs/store/dial"
 	"github.com/pinfs/pinfs/verify"
@@ -93,4 +94,65 @@ func putSnapshot(t *testing.T, dir string, ms []verify.Member) verify.Digest {
 		t.Fatal(err)
 	}
 	return man.SnapshotID
+}
+
+// TestLsFitsIn120Columns: pinfs ls of an S3 pin fits 120 columns (short
+// digests and version ids, no SOURCE that repeats PATH); --long prints
+// every field in full, as ls did before.
+func TestLsFitsIn120Columns(t *testing.T) {
+	dir := t.TempDir()
+	const digest = "blake3:ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+	const version = "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY" // as long as AWS makes them
+	var ms []verify.Member
+	for i, p := range []string{"test/shard-000/part-00000.jsonl", "train/part-00000.jsonl", "train/part-00001.jsonl", "validation/part-00000.jsonl"} {
+		split, _, _ := strings.Cut(p, "/")
+		ms = append(ms, verify.Member{ID: p, Path: p, Split: split, Size: 123456789012, Digest: digest,
+			S3: &verify.S3Source{Bucket: "ml-datasets-prod", Key: "exports/support-tickets/v3/" + p, VersionID: version + string(rune('a'+i)), ETag: `"e"`}})
+	}
+	d := putSnapshot(t, dir, ms)
+	ls := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), append([]string{"ls", d.String(), "--store", dir}, args...), &out, &errOut); code != exitOK {
+			t.Fatalf("pinfs ls %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String()
+	}
+	short := ls()
+	lines := strings.Split(strings.TrimSuffix(short, "\n"), "\n")
+	if len(lines) != 1+len(ms) {
+		t.Fatalf("pinfs ls printed %d lines, want a header and %d members:\n%s", len(lines), len(ms), short)
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > 120 {
+			t.Errorf("pinfs ls: a line of %d columns, want at most 120:\n%s", n, l)
+		}
+	}
+	if strings.Join(strings.Fields(lines[0]), " ") != "SIZE SPLIT DIGEST VERSION PATH" {
+		t.Errorf("pinfs ls header %q: want no SOURCE, which would repeat PATH", lines[0])
+	}
+	for i, l := range lines[1:] {
+		if !strings.HasSuffix(l, "  "+ms[i].Path) || !strings.Contains(l, "blake3:ea8f163db386  ") || !strings.Contains(l, " 3HL4kqtJlcpXro… ") {
+			t.Errorf("pinfs ls line %q: want the short digest and version and the path", l)
+		}
+	}
+
+	long := ls("--long")
+	lines = strings.Split(strings.TrimSuffix(long, "\n"), "\n")
+	if strings.Join(strings.Fields(lines[0]), " ") != "SIZE SPLIT DIGEST SOURCE VERSION PATH" {
+		t.Errorf("pinfs ls --long header %q", lines[0])
+	}
+	for i, l := range lines[1:] {
+		m := ms[i]
+		if f := strings.Fields(l); len(f) != 6 || f[2] != digest || f[3] != m.Source() || f[4] != m.S3.VersionID || f[5] != m.Path {
+			t.Errorf("pinfs ls --long line %q: want every field in full", l)
+		}
+	}
+
+	// A member elsewhere than prefix+path: SOURCE is back, for all.
+	ms[1].S3.Key = "exports/other/x.jsonl"
+	d = putSnapshot(t, dir, ms)
+	if short = ls(); !strings.Contains(short, "SOURCE") || !strings.Contains(short, "s3://ml-datasets-prod/exports/other/x.jsonl") {
+		t.Errorf("pinfs ls of a member whose key is not prefix+path shows no SOURCE:\n%s", short)
+	}
 }

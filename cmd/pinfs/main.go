@@ -22,13 +22,14 @@ import (
 const (
 	exitOK      = 0 // success
 	exitFailed  = 1 // a check failed, input was invalid or tampered, storage failed
-	exitUsage   = 2 // bad flags or arguments (including a mount target that is not a digest)
+	exitUsage   = 2 // bad flags or arguments, no --store, a snapshot that is not a digest: from every command
 	exitHelpMsg = `Exit status:
   0  success
   1  failure: a check failed, a manifest or member table is invalid or
      tampered with, an object or version is missing, storage failed
-  2  usage error: unknown flag, missing argument, a snapshot name that is
-     not a full sha256:<64 hex> digest
+  2  usage error: unknown flag, missing or extra argument, no --store
+     (nor $PINFS_STORE), a snapshot name that is not a full
+     sha256:<64 hex> digest
 `
 )
 
@@ -57,7 +58,7 @@ type command struct {
 	subs []*command
 }
 
-var commands = []*command{pinCmd, listCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd}
+var commands = []*command{pinCmd, listCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd, versionCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -78,6 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	cmd := find(commands, args[0])
 	if cmd == nil {
 		fmt.Fprintf(stderr, "pinfs: unknown command %q (see pinfs --help)\n", args[0])
@@ -85,11 +89,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cmd.subs != nil && (cmd.setup == nil || len(args) > 1 && find(cmd.subs, args[1]) != nil) {
 		group := cmd
-		if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+		if len(args) < 2 {
+			fmt.Fprintf(stderr, "pinfs %s: want a command: %s (see pinfs %s --help)\n", group.name, names(group.subs), group.name)
+			return exitUsage
+		}
+		if args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
 			groupUsage(stdout, group)
-			if len(args) < 2 {
-				return exitUsage
-			}
 			return exitOK
 		}
 		if cmd = find(group.subs, args[1]); cmd == nil {
@@ -107,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stdout, "Usage: pinfs %s %s\n\n%s\nFlags:\n%s\n", cmd.name, cmd.args,
-			strings.TrimSpace(cmd.long)+"\n", fs.FlagUsages())
+			strings.TrimSpace(cmd.long)+"\n", flagUsages(fs))
 		if len(cmd.subs) > 0 {
 			fmt.Fprintf(stdout, "Commands:\n")
 			for _, c := range cmd.subs {
@@ -158,6 +163,23 @@ func find(cs []*command, name string) *command {
 	return nil
 }
 
+// names lists the names of cs, "a, b or c".
+func names(cs []*command) string {
+	ns := make([]string, len(cs))
+	for i, c := range cs {
+		ns[i] = c.name
+	}
+	return join(ns, "or")
+}
+
+// join lists ss as "a, b and c" (with word "and").
+func join(ss []string, word string) string {
+	if len(ss) < 2 {
+		return strings.Join(ss, "")
+	}
+	return strings.Join(ss[:len(ss)-1], ", ") + " " + word + " " + ss[len(ss)-1]
+}
+
 // groupUsage lists the commands of a group such as `pinfs alias`.
 func groupUsage(w io.Writer, group *command) {
 	fmt.Fprintf(w, "Usage: pinfs %s COMMAND [ARGS] [FLAGS]\n\n%s\nCommands:\n", group.name, strings.TrimSpace(group.long)+"\n")
@@ -172,6 +194,8 @@ func oneLine(err error) string {
 	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
+// topUsage is pinfs --help: every command and sub-command, and which of
+// them take --store.
 func topUsage(w io.Writer) {
 	fmt.Fprint(w, `pinfs serves pinned dataset snapshots: immutable manifests, addressed by
 digest, whose members are exact object versions verified with BLAKE3.
@@ -181,15 +205,45 @@ Usage: pinfs COMMAND [ARGS] [FLAGS]
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.short)
+		fmt.Fprintf(w, "  %-15s %s\n", c.name, c.short)
+		for _, s := range c.subs {
+			fmt.Fprintf(w, "  %-15s %s\n", c.name+" "+s.name, s.short)
+		}
 	}
-	fmt.Fprint(w, `
-Every command takes --store s3://BUCKET/PREFIX or --store DIR (default:
-$PINFS_STORE). S3 uses the AWS SDK's usual configuration: the credential
-chain, AWS_REGION, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL.
-Run 'pinfs COMMAND --help' for a command's flags.
+	none, recorded := storeUse()
+	storeText := "--store s3://BUCKET/PREFIX or --store DIR (default: $PINFS_STORE) names the store. " +
+		"Every command takes it except " + join(none, "and") + "; pinfs status MOUNTPOINT ignores it"
+	if len(recorded) > 0 {
+		storeText += ", and " + join(recorded, "and") + " default to the store the run's mount recorded"
+	}
+	storeText += ". S3 uses the AWS SDK's usual configuration: the credential chain, AWS_REGION, " +
+		"AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL."
+	fmt.Fprintf(w, "\n%s\nRun 'pinfs COMMAND --help' for a command's flags, 'pinfs version' for the build.\n\n%s",
+		strings.Join(wrapWords(storeText, 76), "\n"), exitHelpMsg)
+}
 
-`+exitHelpMsg)
+// storeUse names the commands and sub-commands that take no --store, and
+// those whose --store defaults to the store a run's mount recorded (as
+// their flag's usage says).
+func storeUse() (none, recorded []string) {
+	var walk func(prefix string, cs []*command)
+	walk = func(prefix string, cs []*command) {
+		for _, c := range cs {
+			if c.setup != nil {
+				fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+				c.setup(fs, io.Discard)
+				switch f := fs.Lookup("store"); {
+				case f == nil:
+					none = append(none, prefix+c.name)
+				case strings.Contains(f.Usage, "the store the run's mount recorded"):
+					recorded = append(recorded, prefix+c.name)
+				}
+			}
+			walk(prefix+c.name+" ", c.subs)
+		}
+	}
+	walk("", commands)
+	return none, recorded
 }
 
 // storeFlag defines --store on fs.

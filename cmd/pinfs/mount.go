@@ -54,29 +54,35 @@ approvals from the store, so it needs the store reachable.`,
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
 		cacheMem := byteSize(256 << 20)
-		fs.Var(&cacheMem, "cache-mem", "memory block cache budget (e.g. 512MiB; 0 disables)")
+		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables)")
 		cacheDisk := byteSize(10 << 30)
-		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, least recently used blocks evicted (0 disables)")
+		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, least recently used blocks evicted (0 disables)")
 		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
-		runID := fs.String("run-id", "", "run id; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
+		runID := fs.String("run-id", "", "run `ID`; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
 		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit (pinfs admit) for exactly DIGEST that checks out against the store")
 		policyFile := policyFlag(fs)
+		mkdir := fs.BoolP("mkdir", "m", false, "create MOUNTPOINT, and its missing parents (mode 0755, as mkdir -p), when it does not exist, as mount(8) -m does")
 		foreground := fs.Bool("foreground", false, "stay attached and log to stderr")
 		allowOther := fs.Bool("allow-other", false, "let other users (e.g. the trainer container's user) read the mount")
-		uid := fs.Uint32("uid", uint32(os.Getuid()), "owner of files and directories")
-		gid := fs.Uint32("gid", uint32(os.Getgid()), "group of files and directories")
+		uid := fs.Uint32("uid", uint32(os.Getuid()), "`UID` that owns files and directories")
+		gid := fs.Uint32("gid", uint32(os.Getgid()), "`GID` that owns files and directories")
 		metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics (/metrics) and pprof (/debug/pprof/) at `ADDR`, e.g. 127.0.0.1:9464; keep it on loopback: pprof shows the process's memory, and a mount on any other address logs a warning")
 		debug := fs.Bool("debug", false, "log at debug level: every FUSE request, and the SDK's detail of errors")
-		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within this time, retries and throttling included; keep it longer than --stall-timeout")
-		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for this long")
+		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within `DURATION`, retries and throttling included; keep it longer than --stall-timeout")
+		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for `DURATION`")
 		ra := readaheadFlags(fs)
-		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record this often (a crash loses at most this much of the consumed set)")
+		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record every `DURATION` (a crash loses at most this much of the consumed set)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
 				return usagef("want DIGEST MOUNTPOINT, got %d arguments", len(args))
 			}
 			d, err := parseSnapshot(args[0], *storeURL)
 			if err != nil {
+				return err
+			}
+			// Before the daemon starts: its usage error would come back
+			// as a failure to mount (exit 1).
+			if err := needStore(*storeURL); err != nil {
 				return err
 			}
 			if *flushInterval <= 0 {
@@ -106,7 +112,7 @@ approvals from the store, so it needs the store reachable.`,
 			if err != nil {
 				return err
 			}
-			if err := mount.CheckMountpoint(mnt); err != nil {
+			if err := mount.CheckMountpoint(mnt, *mkdir); err != nil {
 				return err
 			}
 			if !*foreground {

@@ -33,7 +33,9 @@ while pinning fails the pin and names the keys.
 
 --transform names the code or image that produced the members by an
 immutable digest, NAME@sha256:<64 hex> or NAME@<40 or 64 hex commit>; a
-tag alone (registry/harvest:v1) is refused with exit 2.
+tag alone (registry/harvest:v1) is refused with exit 2, since a tag can
+move under the manifest, and so is a version (harvest@v1): that is what
+pinfs derive --transform takes, whose --check reruns the derivation.
 
 SOURCE DIR copies the regular files under DIR into the store's
 content-addressed area and pins them. Symbolic links and special files are
@@ -73,14 +75,14 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		parents := fs.StringArray("parent", nil, "`DIGEST` of an earlier manifest this one derives from (repeatable); its members' known versions are reused")
-		purpose := fs.String("purpose", "", "what the snapshot is for, e.g. support-model-training-v3")
+		purpose := fs.String("purpose", "", "`PURPOSE` of the snapshot, e.g. support-model-training-v3")
 		split := fs.String("split", "dir", "split `RULE`: dir (first path component if train, val, validation or test), dir:NAME,NAME..., or none")
-		transform := fs.String("transform", "", "code or image that produced the members, pinned by digest: NAME@sha256:<64 hex> or NAME@<commit hex>")
-		recordSchema := fs.String("record-schema", "", "digest of the record schema")
-		selection := fs.String("selection-policy", "", "digest of the selection policy")
-		tombstone := fs.Int64("tombstone-watermark", 0, "deletion/revocation watermark the sources were read at")
-		fence := fs.Int64("benchmark-fence", 0, "benchmark fence the selection respected")
-		jobs := fs.Int("jobs", 8, "objects read and hashed in parallel")
+		transform := fs.String("transform", "", "`NAME@DIGEST` of the code or image that produced the members: NAME@sha256:<64 hex> or NAME@<40 or 64 hex commit>, never a tag alone")
+		recordSchema := fs.String("record-schema", "", "`DIGEST` of the record schema")
+		selection := fs.String("selection-policy", "", "`DIGEST` of the selection policy")
+		tombstone := fs.Int64("tombstone-watermark", 0, "deletion/revocation watermark `N` the sources were read at")
+		fence := fs.Int64("benchmark-fence", 0, "benchmark fence `N` the selection respected")
+		jobs := fs.Int("jobs", 8, "`N` objects read and hashed in parallel")
 		rehash := fs.Bool("rehash", false, "read and hash every object, even versions the digest cache or a --parent knows (audits the cache)")
 		planFile := fs.String("plan", "", "sharded pin: the plan `FILE` to write (with --shards) or to read (with --shard, --merge; also sha256:<hex> of a plan in the store)")
 		shards := fs.Int("shards", 0, "sharded pin, phase 1: list SOURCE once and write a plan of `N` shards of balanced bytes to --plan")
@@ -100,7 +102,7 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 				return pinFromPlan(ctx, p, *storeURL, *planFile, phase, *shard, out)
 			}
 			if err := pin.CheckTransform(*transform); err != nil {
-				return usageError{err}
+				return usagef("%v; %s", err, pin.TransformAlternative(*transform))
 			}
 			p.Purpose, p.Transform, p.RecordSchema, p.SelectionPolicy = *purpose, *transform, *recordSchema, *selection
 			if fs.Changed("tombstone-watermark") {

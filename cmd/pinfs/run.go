@@ -114,7 +114,7 @@ func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL str
 
 var runListCmd = &command{
 	name:  "list",
-	args:  "--run-record URL [--json]",
+	args:  "[--run-record URL] [--json]",
 	short: "one line per run: id, digest, first and last time, state, integrity events",
 	long: `List every run in the run record: run id, snapshot digest, first and last
 event time, state and the counts of integrity events (mismatch,
@@ -164,7 +164,7 @@ func stamp(t time.Time) string {
 
 var runShowCmd = &command{
 	name:  "show",
-	args:  "RUN_ID --run-record URL [--members] [--json] [--live-timeout D]",
+	args:  "RUN_ID [--run-record URL] [--store STORE] [--members] [--json] [--live-timeout D]",
 	short: "what one run read and what went wrong while it read",
 	long: `Show run RUN_ID: its snapshot digest and permit, every mount (host, pid,
 start, resume, end, the pinfs build that served it), the totals of its
@@ -344,7 +344,7 @@ func unasked(ms []runs.MountReport) int {
 
 var runReplayCmd = &command{
 	name:  "replay",
-	args:  "RUN_ID --run-record URL [--store STORE] [--all]",
+	args:  "RUN_ID [--run-record URL] [--store STORE] [--all]",
 	short: "re-read and verify every member the run consumed",
 	long: `Re-read from the store every member run RUN_ID consumed (opened or read),
 or every member of its snapshot with --all, at its pinned version, and
@@ -357,7 +357,7 @@ as for pinfs run show, the store the run's mount recorded.`,
 		rf := defineRecordFlags(fs)
 		storeURL := storeFlagOfRun(fs)
 		all := fs.Bool("all", false, "replay every member of the snapshot, not only those consumed")
-		jobs := fs.Int("jobs", 16, "members read at once")
+		jobs := fs.Int("jobs", 16, "`N` members read at once")
 		quiet := fs.Bool("quiet", false, "no progress on stderr")
 		return func(ctx context.Context, args []string) error {
 			run, err := rf.readRun(ctx, args)
@@ -417,7 +417,7 @@ func replayed(run *runrecord.Run, t *verify.Table, all bool) ([]int, error) {
 
 var runExportCmd = &command{
 	name:  "export",
-	args:  "RUN_ID --format prov|intoto --run-record URL [--out FILE]",
+	args:  "RUN_ID [--format prov|intoto] [--run-record URL] [--store STORE] [--out FILE]",
 	short: "the run's provenance: W3C PROV-JSON or an in-toto Statement",
 	long: `Write run RUN_ID's provenance. --format prov writes W3C PROV-JSON: the
 snapshot and the members used are entities, the run is the activity,
@@ -428,7 +428,7 @@ consumed set's digest.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		rf := defineRecordFlags(fs)
 		storeURL := storeFlagOfRun(fs)
-		format := fs.String("format", "prov", "`prov` (W3C PROV-JSON) or intoto (in-toto Statement v1)")
+		format := fs.String("format", "prov", "`FORMAT`: prov (W3C PROV-JSON) or intoto (in-toto Statement v1)")
 		outFile := fs.String("out", "", "write to `FILE` instead of stdout")
 		return func(ctx context.Context, args []string) error {
 			if *format != "prov" && *format != "intoto" {

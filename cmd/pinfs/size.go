@@ -50,9 +50,9 @@ type readahead struct{ max, budget byteSize }
 // readaheadFlags defines --readahead-max and --readahead-budget on fs.
 func readaheadFlags(fs *pflag.FlagSet) *readahead {
 	ra := &readahead{max: blocks.DefaultReadaheadMax, budget: blocks.DefaultReadaheadBudget}
-	fs.Var(&ra.max, "readahead-max", "largest readahead window of a sequential reader (it starts at one 1 MiB block and doubles "+
+	fs.Var(&ra.max, "readahead-max", "largest readahead window `SIZE` of a sequential reader (it starts at one 1 MiB block and doubles "+
 		"while the reader goes on; fetched as parallel 8 MiB requests; 0 disables readahead)")
-	fs.Var(&ra.budget, "readahead-budget", "memory for all readahead of the process, on top of --cache-mem: blocks requested "+
+	fs.Var(&ra.budget, "readahead-budget", "memory `SIZE` for all readahead of the process, on top of --cache-mem: blocks requested "+
 		"ahead and not yet read, in flight or waiting for their reader; readahead that does not fit is skipped")
 	return ra
 }

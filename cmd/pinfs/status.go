@@ -45,8 +45,8 @@ unit; --wait waits out a refusal too. --store and --policy are ignored.`,
 		storeURL := storeFlag(fs)
 		policyFile := policyFlag(fs)
 		asJSON := fs.Bool("json", false, "print the status as JSON")
-		timeout := fs.Duration("timeout", 5*time.Second, "MOUNTPOINT: how long one query waits for the pinfs daemon")
-		wait := fs.Duration("wait", 0, "MOUNTPOINT: ask again until the mount serves or this much time has passed (0: ask once)")
+		timeout := fs.Duration("timeout", 5*time.Second, "MOUNTPOINT: how long (`DURATION`) one query waits for the pinfs daemon")
+		wait := fs.Duration("wait", 0, "MOUNTPOINT: ask again until the mount serves or `DURATION` has passed (0: ask once)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) == 1 && mountpointArg(args[0]) {
 				return mountStatus(ctx, out, args[0], *asJSON, *timeout, *wait)

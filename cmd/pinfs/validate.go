@@ -59,8 +59,8 @@ duplicate, orphan and two-split ids, fence hits, the diff against the
 first parent and a replay hash of the (id, digest) set. A failing report is written too, for the
 audit trail, but does not make the snapshot VALIDATED.
 
-Prints a summary and, on the last line, the report digest; --json prints
-the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
+Prints a summary and, on the last line, "report sha256:<report digest>";
+--json prints the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
 hard failure keeps it out.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
@@ -119,7 +119,7 @@ func validationFlags(fs *pflag.FlagSet) *validationOpts {
 	fs.StringVar(&o.alias, "alias", "", "apply the fences and revocations of gate `NAME`, and its kept trust policy")
 	fs.StringVar(&o.policyFile, "policy", "", "trust policy `FILE`: inherit digests only from parents approved under it (see docs/admission.md)")
 	fs.BoolVar(&o.deep, "deep", false, "re-read and hash every member, even those inherited from a trusted parent")
-	fs.IntVar(&o.jobs, "jobs", 16, "members checked in parallel")
+	fs.IntVar(&o.jobs, "jobs", 16, "`N` members checked in parallel")
 	return o
 }
 
@@ -172,7 +172,7 @@ func gateFences(ctx context.Context, st store.Store, name, cmd string, w io.Writ
 	return f, rec, err
 }
 
-// printValidation prints the summary of r, the report digest last.
+// printValidation prints the summary of r, "report <digest>" last.
 func printValidation(w io.Writer, r *admission.Report, rd verify.Digest) {
 	m := r.Metrics
 	fmt.Fprintf(w, "manifest %s\n", r.Manifest)
@@ -201,7 +201,7 @@ func printValidation(w io.Writer, r *admission.Report, rd verify.Digest) {
 	} else {
 		fmt.Fprintf(w, "not VALIDATED: %d hard failures (on stderr)\n", len(r.Failures))
 	}
-	fmt.Fprintln(w, rd)
+	fmt.Fprintf(w, "report %s\n", rd) // labelled: the manifest digest is another sha256
 }
 
 // printHashing prints which members of members were hashed and why.

@@ -85,3 +85,38 @@ func pinFiles(t testing.TB, st string, files map[string]string, flags ...string)
 	}
 	return strings.TrimSpace(out.String())
 }
+
+// TestValidateAndApproveLabelTheirDigests: the digest that validate and
+// approve print last is labelled (report, envelope), so that it is not
+// taken for the manifest digest; pin's last line stays the bare digest.
+func TestValidateAndApproveLabelTheirDigests(t *testing.T) {
+	st := t.TempDir()
+	d := pinFiles(t, st, map[string]string{"train/a": "alpha"})
+	runOK := func(args ...string) []string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), args, &out, &errOut); code != exitOK {
+			t.Fatalf("pinfs %v: exit %d: %s", args, code, errOut.String())
+		}
+		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	}
+	isDigest := func(s string) bool { return strings.HasPrefix(s, "sha256:") && len(s) == len("sha256:")+64 }
+	if !isDigest(d) {
+		t.Fatalf("pin's last line %q is not the bare manifest digest", d)
+	}
+	lines := runOK("validate", d, "--store", st)
+	rd, ok := strings.CutPrefix(lines[len(lines)-1], "report ")
+	if !ok || !isDigest(rd) || rd == d {
+		t.Errorf("validate's last line %q; want report sha256:<report digest>", lines[len(lines)-1])
+	}
+	prefix := filepath.Join(t.TempDir(), "alice")
+	runOK("key", "generate", prefix)
+	lines = runOK("approve", d, "--store", st, "--key", prefix+".key")
+	env, ok := strings.CutPrefix(lines[len(lines)-1], "  envelope ")
+	if !ok || !isDigest(env) || env == d {
+		t.Errorf("approve's last line %q; want   envelope sha256:<envelope digest>:\n%s", lines[len(lines)-1], strings.Join(lines, "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(st, "admission", "sha256", strings.TrimPrefix(d, "sha256:"), "approvals", strings.TrimPrefix(env, "sha256:"))); err != nil {
+		t.Errorf("the envelope approve printed is not the one it stored: %v", err)
+	}
+}

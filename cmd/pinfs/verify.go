@@ -39,7 +39,7 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 		deep := fs.Bool("deep", false, "also re-read every member and compare digests")
 		noHead := fs.Bool("no-head", false, "check manifest and member table only, without a HEAD per member")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
-		jobs := fs.Int("jobs", 16, "members checked in parallel")
+		jobs := fs.Int("jobs", 16, "`N` members checked in parallel")
 		policyFile := policyFlag(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)

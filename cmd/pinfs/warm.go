@@ -15,7 +15,7 @@ import (
 
 var warmCmd = &command{
 	name:  "warm",
-	args:  "DIGEST [PATH...] --store STORE --cache-dir DIR [flags]",
+	args:  "DIGEST [PATH...] --store STORE [--cache-dir DIR] [flags]",
 	short: "fetch and verify members into the disk cache before a mount (digests only)",
 	long: `Fetch the members of snapshot DIGEST, verify every block against its
 BLAKE3 digest, and put them in the disk cache of DIR, laid out as pinfs
@@ -39,9 +39,9 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "the mount's cache `DIR`: blocks go to DIR/blocks, verified metadata to DIR/meta")
 		split := fs.String("split", "", "warm only the members of this `SPLIT` (train, val, ...: the split pin recorded)")
-		jobs := fs.Int("jobs", warm.DefaultJobs, "members fetched in parallel")
+		jobs := fs.Int("jobs", warm.DefaultJobs, "`N` members fetched in parallel")
 		cacheDisk := byteSize(10 << 30)
-		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget, as on pinfs mount; the selection must fit in it")
+		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, as on pinfs mount; the selection must fit in it")
 		ra := readaheadFlags(fs)
 		quiet := fs.Bool("quiet", false, "no progress bar")
 		asJSON := fs.Bool("json", false, "print the summary as JSON")

@@ -143,9 +143,11 @@ func fusermountBinary() (string, error) {
 // it does not exist, is not a directory, or is already a live pinfs
 // mount. A dead mount is not an error (CleanStale removes it), nor is a
 // mount of another type (a Kubernetes emptyDir, for one): pinfs mounts
-// over it.
-func CheckMountpoint(dir string) error {
-	return checkMountpoint(mountinfo.Self, dir)
+// over it. With create (pinfs mount --mkdir, as mount(8) -m), a dir that
+// does not exist is made, with its missing parents, mode 0755 as mkdir -p
+// makes them.
+func CheckMountpoint(dir string, create bool) error {
+	return checkMountpoint(mountinfo.Self, dir, create)
 }
 
 // liveTimeout bounds the probe that tells a live mount from a dead one
@@ -154,7 +156,7 @@ const liveTimeout = 5 * time.Second
 
 // checkMountpoint is CheckMountpoint with the mounts listed in the mount
 // table at table. A table that cannot be read lists no mount.
-func checkMountpoint(table, dir string) error {
+func checkMountpoint(table, dir string, create bool) error {
 	if e, ok, _ := mountinfo.AtFile(table, mountinfo.Canonical(dir)); ok && e.FSType == "fuse.pinfs" {
 		if isDead(dir, liveTimeout) {
 			return nil
@@ -168,8 +170,13 @@ func checkMountpoint(table, dir string) error {
 		return fmt.Errorf("mountpoint %s is not a directory", dir)
 	case err == nil, dead(err):
 		return nil
+	case errors.Is(err, fs.ErrNotExist) && create:
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return &oneLine{msg: fmt.Sprintf("mountpoint %s: creating it: %v", dir, err), err: err}
+		}
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("mountpoint %s does not exist", dir)
+		return fmt.Errorf("mountpoint %s does not exist: create it with mkdir -p %s, or pass --mkdir", dir, dir)
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("mountpoint %s does not exist (a parent is not a directory)", dir)
 	case errors.As(err, &pe):

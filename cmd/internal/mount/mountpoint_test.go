@@ -41,21 +41,65 @@ func TestCheckMountpoint(t *testing.T) {
 	for _, tc := range []struct {
 		dir, want string
 	}{
-		{missing, "mountpoint " + missing + " does not exist"},
+		{missing, "mountpoint " + missing + " does not exist: create it with mkdir -p " + missing + ", or pass --mkdir"},
 		{filepath.Join(file, "sub"), "mountpoint " + filepath.Join(file, "sub") + " does not exist (a parent is not a directory)"},
 		{file, "mountpoint " + file + " is not a directory"},
 		{live, "mountpoint " + live + " is already mounted (pinfs sha256:00ff); unmount it first: pinfs unmount " + live},
 		{other, ""}, // another type of mount (an emptyDir) is mounted over
 		{dir, ""},
 	} {
-		err := checkMountpoint(info, tc.dir)
+		err := checkMountpoint(info, tc.dir, false)
 		if got := errText(err); got != tc.want {
 			t.Errorf("checkMountpoint(%s) = %q, want %q", tc.dir, got, tc.want)
 		}
 	}
 	// Without the mountinfo entry, the live mount is an ordinary directory.
-	if err := checkMountpoint(filepath.Join(dir, "none"), live); err != nil {
+	if err := checkMountpoint(filepath.Join(dir, "none"), live, false); err != nil {
 		t.Errorf("a directory that is not mounted: %v", err)
+	}
+}
+
+// TestCheckMountpointCreates: with create (pinfs mount --mkdir) a missing
+// mountpoint is made with its parents, mode 0755, as mkdir -p makes it;
+// what create cannot fix is still refused with the same one line.
+func TestCheckMountpointCreates(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0o022))
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	none := filepath.Join(dir, "none")
+	deep := filepath.Join(dir, "a", "b", "sha256:00ff")
+	if err := checkMountpoint(none, deep, true); err != nil {
+		t.Fatalf("checkMountpoint(%s, create): %v", deep, err)
+	}
+	for _, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "a", "b"), deep} {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s after --mkdir: %v, %v; want a directory 0755", d, fi, err)
+		}
+	}
+	if err := checkMountpoint(none, deep, true); err != nil {
+		t.Errorf("checkMountpoint(create) of a directory that exists: %v", err)
+	}
+	for _, tc := range []struct{ dir, want string }{
+		{file, "mountpoint " + file + " is not a directory"},
+		{filepath.Join(file, "sub"), "mountpoint " + filepath.Join(file, "sub") + " does not exist (a parent is not a directory)"},
+	} {
+		if got := errText(checkMountpoint(none, tc.dir, true)); got != tc.want {
+			t.Errorf("checkMountpoint(%s, create) = %q, want %q", tc.dir, got, tc.want)
+		}
+	}
+	if os.Geteuid() != 0 {
+		ro := filepath.Join(dir, "ro")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		err := checkMountpoint(none, filepath.Join(ro, "x"), true)
+		if got := errText(err); !strings.HasPrefix(got, "mountpoint "+filepath.Join(ro, "x")+": creating it: ") || !errors.Is(err, syscall.EACCES) {
+			t.Errorf("checkMountpoint(create) under a read-only dir = %q; want creating it: ... EACCES", got)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/derive"
 )
 
 // CheckTransform accepts a --transform value that names its code or image
@@ -27,6 +28,18 @@ func CheckTransform(s string) error {
 	}
 	return fmt.Errorf("--transform %s: not pinned by a digest (NAME@sha256:<64 hex>, or NAME@<40 or 64 hex commit>); "+
 		"same tag, new digest cannot be detected otherwise", verify.Printable(s))
+}
+
+// TransformAlternative is what to give pinfs pin instead of a --transform
+// s that CheckTransform refused: for a version such as harvest@v1, pinfs
+// derive, which takes one because its --check reruns the derivation; for
+// a tag, the image's digest (README, "Transform on pin and on derive").
+func TransformAlternative(s string) string {
+	if derive.CheckVersion(s) == nil {
+		return fmt.Sprintf("a version such as %s is for pinfs derive --transform, whose --check reruns the derivation "+
+			"and catches a version that changed", verify.Printable(s))
+	}
+	return fmt.Sprintf("name the image by its digest: %s@sha256:<64 hex>", verify.Printable(s))
 }
 
 // cutLast is strings.Cut at the last sep.

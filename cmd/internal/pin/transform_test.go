@@ -42,3 +42,17 @@ func TestCheckTransform(t *testing.T) {
 		t.Errorf("CheckTransform of a tag: %v\nwant %s", err, want)
 	}
 }
+
+// TestTransformAlternative: what pin's refusal offers instead: pinfs
+// derive for a version, the digest form for a tag.
+func TestTransformAlternative(t *testing.T) {
+	for in, want := range map[string]string{
+		"harvest@v1": "a version such as harvest@v1 is for pinfs derive --transform, whose --check reruns the derivation " +
+			"and catches a version that changed",
+		"registry/harvest:v1": "name the image by its digest: registry/harvest:v1@sha256:<64 hex>",
+	} {
+		if got := TransformAlternative(in); got != want {
+			t.Errorf("TransformAlternative(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
