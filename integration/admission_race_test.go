@@ -142,7 +142,12 @@ func TestAdmissionFences(t *testing.T) {
 // commits first, every activation fails and the candidate stays APPROVED;
 // when an activation commits first (at most one can), the fence follows at
 // G+2, since a fence retries after a lost race. Every loser exits 1 with a
-// one-line reason; the history has no gap and no fork.
+// one-line reason that says why; the history has no gap and no fork.
+//
+// So that both outcomes occur whatever the machine's timing, the alias
+// sets start first in round 0 and the fences once the gate has moved, the
+// fences first in round 1 and the alias sets once the gate has moved, and
+// all start together in round 2; the test requires each outcome.
 func TestAdmissionRace(t *testing.T) {
 	s := newSigners(t)
 	const rounds, writers = 3, 32
@@ -159,21 +164,39 @@ func TestAdmissionRace(t *testing.T) {
 			fence := []string{"fence", "race", "--tombstone", fmt.Sprint(cur.TombstoneWatermark + 1), "--store", a.store}
 
 			res := make([]result, writers)
-			var wg sync.WaitGroup
 			for i := range res {
 				res[i].code = -1 // stays -1 if the run could not start
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					args := set
-					if i%2 == 1 {
-						args = fence
-						// The fences are quicker to commit; in odd rounds
-						// they start later, so that both outcomes occur.
-						time.Sleep(time.Duration(round%2) * 400 * time.Millisecond)
+			}
+			var wg sync.WaitGroup
+			launch := func(side int) { // 0: the alias sets (even writers), 1: the fences (odd)
+				for i := side; i < writers; i += 2 {
+					args := map[int][]string{0: set, 1: fence}[side]
+					wg.Go(func() { res[i] = pinfs(t, a.env, args...) })
+				}
+			}
+			// moved waits (bounded) until the gate has moved past cur.
+			moved := func(first string) {
+				for deadline := time.Now().Add(90 * time.Second); a.show(t, "race").Generation == cur.Generation; {
+					if time.Now().After(deadline) {
+						t.Errorf("round %d: the %s started first, and the gate did not move within 90s", round, first)
+						return
 					}
-					res[i] = pinfs(t, a.env, args...)
-				}()
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			first := [...]string{"alias sets", "fences", "none"}[round%3]
+			switch first {
+			case "alias sets":
+				launch(0)
+				moved(first)
+				launch(1)
+			case "fences":
+				launch(1)
+				moved(first)
+				launch(0)
+			default:
+				launch(0)
+				launch(1)
 			}
 			done := make(chan struct{})
 			go func() { wg.Wait(); close(done) }()
@@ -196,6 +219,9 @@ func TestAdmissionRace(t *testing.T) {
 				case 1:
 					if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "pinfs "+what+": ") {
 						t.Errorf("round %d: a losing %s did not say why on one line: %v", round, what, r)
+					} else if why := strings.TrimPrefix(lines[0], "pinfs "+what+": "); !lostBecause(why, i%2 == 1, cur) {
+						t.Errorf("round %d: a losing %s said %q; want that the gate moved since generation %d (alias set) or that the watermark is at %d already (fence)",
+							round, what, why, cur.Generation, cur.TombstoneWatermark+1)
 					}
 				default:
 					t.Errorf("round %d: %s exited %d, want 0 or 1: %v", round, what, r.code, r)
@@ -204,6 +230,12 @@ func TestAdmissionRace(t *testing.T) {
 			g := cur.Generation
 			if len(fenceWins) != 1 || len(setWins) > 1 {
 				t.Fatalf("round %d: %d activations and %d fences committed, want at most 1 and exactly 1", round, len(setWins), len(fenceWins))
+			}
+			switch {
+			case first == "alias sets" && len(setWins) != 1:
+				t.Fatalf("round %d: the alias sets started first, yet none committed", round)
+			case first == "fences" && len(setWins) != 0:
+				t.Fatalf("round %d: the fences started first and committed, yet an alias set committed too: %v", round, setWins[0])
 			}
 			hist := a.history(t, "race")
 			commits := int64(1 + len(setWins))
@@ -233,5 +265,28 @@ func TestAdmissionRace(t *testing.T) {
 			}
 		}
 		t.Logf("%d rounds of %d writers: the activation won %d, the fence %d", rounds, writers, activations, rounds-activations)
+		if activations == 0 || activations == rounds {
+			t.Errorf("%d rounds: the activation won %d, the fence %d; want each to win some", rounds, activations, rounds-activations)
+		}
 	})
+}
+
+// lostBecause reports whether why is a reason a writer of TestAdmissionRace
+// may lose for in a round that started at gate record cur: an alias set
+// (expecting cur's generation) because the gate moved from it, before or
+// while the change was prepared; a fence, which retries after a lost
+// race, only because another fence moved the watermark to where it asked.
+func lostBecause(why string, isFence bool, cur gateRecord) bool {
+	if isFence {
+		return why == fmt.Sprintf("gate race: the tombstone watermark is at %d already; a fence only moves forward (asked %d)",
+			cur.TombstoneWatermark+1, cur.TombstoneWatermark+1)
+	}
+	g := cur.Generation
+	for _, now := range []int64{g + 1, g + 2} {
+		if strings.HasPrefix(why, fmt.Sprintf("gate race is at generation %d, not the expected %d: ", now, g)) ||
+			strings.Contains(why, fmt.Sprintf("gate race moved to generation %d while this change was prepared at generation %d: ", now, g)) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -343,15 +345,7 @@ func TestNonRootStaleMount(t *testing.T) {
 // line and mounts nothing.
 func TestNonRootFuseDeviceClosed(t *testing.T) {
 	m := nonRootFixture(t)
-	conf, _ := os.ReadFile("/etc/fuse.conf")
-	allowed := false
-	for _, l := range strings.Split(string(conf), "\n") {
-		l, _, _ = strings.Cut(l, "#")
-		allowed = allowed || strings.TrimSpace(l) == "user_allow_other"
-	}
-	if allowed {
-		t.Log("/etc/fuse.conf has user_allow_other: leaving the --allow-other check out")
-	} else {
+	if !usersMayAllowOther(t) {
 		r := m.asUser(t, m.mountArgs("--allow-other")...)
 		if r.code != 1 {
 			t.Errorf("--allow-other as nobody: want exit 1, got %v", r)
@@ -375,4 +369,53 @@ func TestNonRootFuseDeviceClosed(t *testing.T) {
 	if fusetest.Mounted(m.dir) {
 		t.Error("mounted although /dev/fuse is closed to the user")
 	}
+}
+
+// fuseConf is fusermount's configuration file.
+const fuseConf = "/etc/fuse.conf"
+
+// usersMayAllowOther reports whether fuseConf lets users mount with
+// allow_other (a line user_allow_other), after making sure under CI=true
+// that it does not: there the file is rewritten with those lines
+// commented out, and restored byte for byte in cleanup, so that the
+// --allow-other refusal is always checked in CI. Elsewhere a machine's
+// file is left alone and the check is left out with a log line.
+func usersMayAllowOther(t *testing.T) bool {
+	t.Helper()
+	conf, err := os.ReadFile(fuseConf)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(conf), "\n")
+	allowed := false
+	for i, l := range lines {
+		if opt, _, _ := strings.Cut(l, "#"); strings.TrimSpace(opt) == "user_allow_other" {
+			allowed = true
+			lines[i] = "# " + l + " (commented out by pinfs TestNonRootFuseDeviceClosed)"
+		}
+	}
+	switch {
+	case !allowed:
+		return false
+	case os.Getenv("CI") != "true":
+		t.Logf("%s has user_allow_other: leaving the --allow-other check out (CI=true takes it out of the file for the test)", fuseConf)
+		return true
+	}
+	fi, err := os.Stat(fuseConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(fuseConf, conf, fi.Mode().Perm()); err != nil {
+			t.Errorf("restoring %s: %v", fuseConf, err)
+		}
+	})
+	if err := os.WriteFile(fuseConf, []byte(strings.Join(lines, "\n")), fi.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: user_allow_other commented out for the test", fuseConf)
+	return false
 }

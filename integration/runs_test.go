@@ -3,13 +3,19 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/pinfs/pinfs/integration/fusetest"
 	"github.com/pinfs/pinfs/verify/b3"
@@ -327,13 +333,13 @@ func (c *runsCase) runResumeCrash(t *testing.T, runID string) consumedWant {
 		t.Fatalf("the other run's mount exited %d", code)
 	}
 
-	// Mount 3 resumes again, reads one more member, and is SIGKILLed after
-	// more than one flush interval: the read must be in the record.
+	// Mount 3 resumes again, reads one more member, and is SIGKILLed once
+	// the read has been flushed: it must be in the record.
 	dir, d = c.mount(t, runID)
 	pids = append(pids, d.cmd.Process.Pid)
 	wantSeeded(t, d, 5)
 	c.readWhole(t, dir, "train/shards/s-01.txt")
-	time.Sleep(2500 * time.Millisecond)
+	c.waitFlushed(t, runID, d.cmd.Process.Pid, time.Now())
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -371,6 +377,83 @@ func (c *runsCase) runResumeCrash(t *testing.T, runID string) consumedWant {
 		t.Errorf("run show's text lacks the run, its digest, its state or its consumed counts:\n%s", text)
 	}
 	return want
+}
+
+// waitFlushed waits (bounded) until the record holds two consumed events
+// of run runID from the mount with pid, both stamped after since. A delta
+// is taken just before it is stamped, and the mount writes one every flush
+// interval even when it is empty; so the second was taken after since, and
+// the two hold everything the mount served before since.
+func (c *runsCase) waitFlushed(t *testing.T, runID string, pid int, since time.Time) {
+	t.Helper()
+	const bound = 30 * time.Second
+	for deadline := time.Now().Add(bound); ; time.Sleep(100 * time.Millisecond) {
+		n := 0
+		for _, e := range c.recordEvents(t, runID, "consumed") {
+			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e["time"]))
+			if err == nil && e["pid"] == float64(pid) && at.After(since) {
+				n++
+			}
+		}
+		if n >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the record holds %d consumed events of run %s from pid %d after %v, %v later; want 2 (flush interval 1s)",
+				n, runID, pid, since.Format(time.RFC3339Nano), bound)
+		}
+	}
+}
+
+// recordEvents returns the events of kind of run runID that the case's
+// record holds now, while mounts may be writing it: in a local file a line
+// that does not parse (one being appended) is skipped; in S3 the event
+// objects under <prefix>/runs/<run-id>/events/ are read.
+func (c *runsCase) recordEvents(t *testing.T, runID, kind string) []map[string]any {
+	t.Helper()
+	var lines [][]byte
+	if strings.HasPrefix(c.record, "/") {
+		b, err := os.ReadFile(c.record)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = bytes.Split(b, []byte("\n"))
+	} else {
+		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(c.record, "s3://"), "/")
+		cl := c.f.s.Client(t)
+		pages := s3.NewListObjectsV2Paginator(cl, &s3.ListObjectsV2Input{
+			Bucket: aws.String(bucket), Prefix: aws.String(path.Join(prefix, "runs", runID, "events") + "/"),
+		})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range page.Contents {
+				if !strings.Contains(*o.Key, "-"+kind+"-") {
+					continue
+				}
+				out, err := cl.GetObject(t.Context(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(out.Body)
+				out.Body.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines = append(lines, b)
+			}
+		}
+	}
+	var evs []map[string]any
+	for _, l := range lines {
+		var e map[string]any
+		if json.Unmarshal(l, &e) == nil && e["run_id"] == runID && e["event"] == kind {
+			evs = append(evs, e)
+		}
+	}
+	return evs
 }
 
 // checkList checks run list after runResumeCrash: runID crashed with its

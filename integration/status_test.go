@@ -170,7 +170,8 @@ func TestStatusCountsIntegrityEvents(t *testing.T) {
 }
 
 // TestStatusOfAHungDaemon: a daemon that does not answer (stopped) does
-// not hang pinfs status: it gives up after --timeout with exit 1.
+// not hang pinfs status: it gives up after --timeout with exit 1, no
+// sooner and not much later.
 func TestStatusOfAHungDaemon(t *testing.T) {
 	f := pinFixture(t)
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"))
@@ -180,9 +181,26 @@ func TestStatusOfAHungDaemon(t *testing.T) {
 	}
 	t.Cleanup(func() { d.cmd.Process.Signal(syscall.SIGCONT) }) // before the mount's cleanup stops it
 
-	r := pinfs(t, nil, "status", dir, "--timeout", "1s")
-	want := "pinfs status: " + dir + ": the pinfs daemon did not answer within "
-	if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
-		t.Errorf("status of a stopped daemon: want exit 1 and %q…, got %v", want, r)
+	// --timeout 1s answers well within 4 s (a query bound of its own, such
+	// as 5 s, would not); --timeout 2.5s waits at least that long (one
+	// shorter than the flag would not).
+	for _, c := range []struct {
+		timeout  string
+		min, max time.Duration
+	}{
+		{"1s", time.Second, 4 * time.Second},
+		{"2.5s", 2500 * time.Millisecond, 2 * time.Minute},
+	} {
+		start := time.Now()
+		r := pinfs(t, nil, "status", dir, "--timeout", c.timeout)
+		elapsed := time.Since(start)
+		want := "pinfs status: " + dir + ": the pinfs daemon did not answer within "
+		if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("status --timeout %s of a stopped daemon: want exit 1 and %q…, got %v", c.timeout, want, r)
+		}
+		if elapsed < c.min || elapsed > c.max {
+			t.Errorf("status --timeout %s of a stopped daemon answered after %v, want between %v and %v",
+				c.timeout, elapsed.Round(time.Millisecond), c.min, c.max)
+		}
 	}
 }

@@ -23,25 +23,40 @@ const (
 	roundLimit  = 30 * time.Second // a round whose writers cannot all reach the swap fails
 )
 
+// Which side of the race a writer is on, in the context of its calls.
+type sideKey struct{}
+
+const (
+	sideActivation = "activation"
+	sideFence      = "fence"
+)
+
 // heldSwaps holds the first n Swaps until all n have been asked for, so
 // that the conditional writes of a round's writers race at the store
-// itself, and records how each of them ended. Later Swaps (a fence's
-// retries) pass straight through.
+// itself, and records how each of them ended. When first names a side
+// (sideKey in the Swap's context), that side's held Swaps are released
+// first and the other side's once all of those have returned, so that
+// the side wins; when first is "", all are released together. Later
+// Swaps (a fence's retries) pass straight through.
 type heldSwaps struct {
 	gateStore
-	n   int
-	all chan struct{}
+	n     int
+	first string
+	all   chan struct{} // closed when all n have arrived
+	ahead chan struct{} // closed when first's held Swaps have all returned
 
-	mu      sync.Mutex
-	arrived int
-	results []error // of the held Swaps
+	mu       sync.Mutex
+	arrived  int
+	returned int     // of first's held Swaps
+	results  []error // of the held Swaps
 }
 
-func holdSwaps(st gateStore, n int) *heldSwaps {
-	return &heldSwaps{gateStore: st, n: n, all: make(chan struct{})}
+func holdSwaps(st gateStore, n int, first string) *heldSwaps {
+	return &heldSwaps{gateStore: st, n: n, first: first, all: make(chan struct{}), ahead: make(chan struct{})}
 }
 
 func (s *heldSwaps) Swap(ctx context.Context, key string, data []byte, rev string) error {
+	side, _ := ctx.Value(sideKey{}).(string)
 	s.mu.Lock()
 	s.arrived++
 	held := s.arrived <= s.n
@@ -57,9 +72,21 @@ func (s *heldSwaps) Swap(ctx context.Context, key string, data []byte, rev strin
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for %d writers at the swap: %w", s.n, ctx.Err())
 	}
+	if s.first != "" && side != s.first {
+		select {
+		case <-s.ahead:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the %s writers' swaps: %w", s.first, ctx.Err())
+		}
+	}
 	err := s.gateStore.Swap(ctx, key, data, rev)
 	s.mu.Lock()
 	s.results = append(s.results, err)
+	if s.first != "" && side == s.first {
+		if s.returned++; s.returned == s.n/2 {
+			close(s.ahead)
+		}
+	}
 	s.mu.Unlock()
 	return err
 }
@@ -70,7 +97,10 @@ func (s *heldSwaps) Swap(ctx context.Context, key string, data []byte, rev strin
 // even ones activate that round's candidate, approved and built at T,
 // expecting generation G; the odd ones advance the watermark to T+1. All
 // of them prepare their change, and their conditional writes are released
-// together.
+// together, or, in two rounds out of three, one side's first (the
+// activations' in rounds 0, 3, ..., the fences' in rounds 1, 4, ...), so
+// that each side wins some rounds whatever the store's own timing, and
+// the test requires both outcomes.
 //
 // Exactly one of those writes wins. The losing activations never retry:
 // each fails with store.ErrConflict saying the gate moved. A fence may
@@ -91,7 +121,8 @@ func raceFenceAndActivation(t *testing.T, st gateStore, alice *sign.Signer, p *s
 		gen, tw := h.Generation, h.TombstoneWatermark
 		cand := approved(t, st, at(tw, 0), map[string]string{"round": fmt.Sprint(round)}, alice)
 
-		hs := holdSwaps(st, raceWriters)
+		first := []string{sideActivation, sideFence, ""}[round%3]
+		hs := holdSwaps(st, raceWriters, first)
 		rctx, cancel := context.WithTimeout(ctx, roundLimit)
 		recs := make([]*gate.Record, raceWriters)
 		errs := make([]error, raceWriters)
@@ -100,15 +131,17 @@ func raceFenceAndActivation(t *testing.T, st gateStore, alice *sign.Signer, p *s
 			reason := fmt.Sprintf("round %d writer %d", round, i)
 			wg.Go(func() {
 				if i%2 == 0 {
-					recs[i], errs[i] = Activate(rctx, hs, Activation{Gate: name, Digest: cand, Expect: gen, Reason: reason})
+					wctx := context.WithValue(rctx, sideKey{}, sideActivation)
+					recs[i], errs[i] = Activate(wctx, hs, Activation{Gate: name, Digest: cand, Expect: gen, Reason: reason})
 				} else {
-					recs[i], errs[i] = Fence(rctx, hs, FenceChange{Gate: name, Tombstone: tw + 1, Reason: reason})
+					wctx := context.WithValue(rctx, sideKey{}, sideFence)
+					recs[i], errs[i] = Fence(wctx, hs, FenceChange{Gate: name, Tombstone: tw + 1, Reason: reason})
 				}
 			})
 		}
 		wg.Wait()
 		cancel()
-		what := fmt.Sprintf("round %d (generation %d, watermark %d)", round, gen, tw)
+		what := fmt.Sprintf("round %d (generation %d, watermark %d, first %q)", round, gen, tw, first)
 		if len(hs.results) != raceWriters {
 			t.Fatalf("%s: %d writers reached the swap; want all %d: %v", what, len(hs.results), raceWriters, errors.Join(errs...))
 		}
@@ -132,6 +165,12 @@ func raceFenceAndActivation(t *testing.T, st gateStore, alice *sign.Signer, p *s
 		}
 		if len(fen) != 1 || len(act) > 1 {
 			t.Fatalf("%s: %d activations and %d fences committed; want at most 1 and exactly 1", what, len(act), len(fen))
+		}
+		switch {
+		case first == sideActivation && len(act) != 1:
+			t.Fatalf("%s: the activations' writes went first, yet none committed", what)
+		case first == sideFence && len(act) != 0:
+			t.Fatalf("%s: the fences' writes went first, yet activation %d committed", what, act[0])
 		}
 		f := recs[fen[0]]
 		if f.Op != gate.OpFence || f.TombstoneWatermark != tw+1 {
@@ -163,6 +202,9 @@ func raceFenceAndActivation(t *testing.T, st gateStore, alice *sign.Signer, p *s
 		chain = append(chain, f)
 	}
 	t.Logf("%d rounds: the activation won %d, the fence %d", raceRounds, activations, raceRounds-activations)
+	if activations == 0 || activations == raceRounds {
+		t.Fatalf("%d rounds: the activation won %d, the fence %d; want each to win some", raceRounds, activations, raceRounds-activations)
+	}
 
 	log := history(t, st, name)
 	if len(log) != len(chain) {

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,22 +289,88 @@ func TestRunFailures(t *testing.T) {
 	}
 }
 
-// TestRunStopped: when ctx ends the command gets SIGTERM and the run fails.
+// TestRunStopped: when ctx ends the command gets SIGTERM, not SIGKILL (its
+// TERM trap runs), and the run fails.
 func TestRunStopped(t *testing.T) {
 	f := newFixture(t)
-	f.setCode(t, `trap 'echo stopped > "$PINFS_OUTPUT"/x; exit 0' TERM; echo started > `+f.runs+`.started; while :; do sleep 0.05; done`)
+	term := f.runs + ".term"
+	f.setCode(t, `trap 'echo TERM > `+term+`; exit 0' TERM; echo started > `+f.runs+`.started; while :; do sleep 0.05; done`)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for !fileExists(f.runs + ".started") {
-			time.Sleep(10 * time.Millisecond)
-		}
-		cancel()
-	}()
+	go cancelWhenStarted(f.runs+".started", cancel)
 	_, err := Derive(ctx, f.rn, f.record(t), false, now)
 	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "CMD (sh) stopped") {
 		t.Errorf("derive stopped: %v, want CMD (sh) stopped wrapping context.Canceled", err)
 	}
+	if b, err := os.ReadFile(term); string(b) != "TERM\n" {
+		t.Errorf("the command's TERM trap did not run (%q, %v): it was not sent SIGTERM", b, err)
+	}
 	f.checkWorkRemoved(t)
+}
+
+// TestRunKilledAfterGrace: a command that outlives SIGTERM keeps running
+// for killDelay and is then killed with SIGKILL.
+func TestRunKilledAfterGrace(t *testing.T) {
+	defer func(d time.Duration) { killDelay = d }(killDelay)
+	killDelay = 300 * time.Millisecond
+	f := newFixture(t)
+	term, pidFile, alive, started := f.runs+".term", f.runs+".pid", f.runs+".alive", f.runs+".started"
+	// The trap records each TERM and returns; the loop records that the
+	// command still runs after one.
+	f.setCode(t, `trap 'echo TERM >> `+term+`' TERM; echo $$ > `+pidFile+`; echo started > `+started+`
+while :; do if [ -e `+term+` ]; then echo alive > `+alive+`; fi; sleep 0.05; done`)
+	t.Cleanup(func() { // on a failure below, kill what is left of the command
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var canceled time.Time
+	go cancelWhenStarted(started, func() { canceled = time.Now(); cancel() })
+	done := make(chan error, 1)
+	go func() { _, err := Derive(ctx, f.rn, f.record(t), false, now); done <- err }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(killDelay + 30*time.Second):
+		t.Fatalf("derive still running %v after SIGTERM: the command was never killed", killDelay+30*time.Second)
+	}
+	elapsed := time.Since(canceled) // canceled was set before cancel, which Derive waited for
+	if err == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "CMD (sh) stopped") {
+		t.Errorf("derive stopped: %v, want CMD (sh) stopped wrapping context.Canceled", err)
+	}
+	if b, err := os.ReadFile(term); !strings.HasPrefix(string(b), "TERM\n") {
+		t.Errorf("the command's TERM trap did not run (%q, %v): it was not sent SIGTERM first", b, err)
+	}
+	if !fileExists(alive) {
+		t.Errorf("the command did not run on after its TERM trap: it was killed without a grace period")
+	}
+	if elapsed < killDelay {
+		t.Errorf("derive returned %v after the cancel, before the grace period of %v", elapsed, killDelay)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("the command (pid %d) is still there after derive returned: kill(0) = %v", pid, err)
+	}
+	f.checkWorkRemoved(t)
+}
+
+// cancelWhenStarted calls cancel once the file started exists, or after
+// 30 s, so that a command that never starts fails the test rather than
+// hangs it.
+func cancelWhenStarted(started string, cancel func()) {
+	for deadline := time.Now().Add(30 * time.Second); !fileExists(started) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

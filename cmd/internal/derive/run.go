@@ -20,8 +20,8 @@ import (
 )
 
 // killDelay is how long a command has to exit after SIGTERM before it is
-// killed.
-const killDelay = 10 * time.Second
+// killed. It is a variable only so that tests can shorten it.
+var killDelay = 10 * time.Second
 
 // Runner runs derivations: it mounts a record's inputs read-only, runs its
 // command over them, and pins what the command wrote.

@@ -161,11 +161,31 @@ func TestPlanRefusesEmptyAndBadListings(t *testing.T) {
 	if _, _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", 2); err == nil || !strings.Contains(err.Error(), "unsafe path") {
 		t.Errorf("plan of a hostile key: %v", err)
 	}
-	for _, n := range []int{0, 10001} {
-		if _, _, _, err := (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", n); err == nil {
-			t.Errorf("plan of %d shards: no error", n)
+
+	// The --shards bound, against a listing that is otherwise valid: the
+	// edges are planned, one past them refused by Plan itself.
+	f = newFakeS3(t, map[string]string{"p/a": "a", "p/b": "bb"})
+	for _, n := range []int{1, MaxShards} {
+		if _, _, _, err := planShards(f, n); err != nil {
+			t.Errorf("plan of %d shards: %v", n, err)
 		}
 	}
+	for _, n := range []int{0, -1, MaxShards + 1} {
+		want := fmt.Sprintf("plan of %d shards: want 1 to %d", n, MaxShards)
+		if _, _, _, err := planShards(f, n); err == nil || err.Error() != want {
+			t.Errorf("plan of %d shards: %v, want %q", n, err, want)
+		}
+	}
+}
+
+// planShards plans s3://b/p in n shards, turning a panic into an error.
+func planShards(f *fakeS3, n int) (pl *Plan, b []byte, d verify.Digest, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return (&Pinner{Store: f, Lister: f}).Plan(context.Background(), "b", "p", n)
 }
 
 // reencode decodes a plan, changes it and encodes it canonically again.
