@@ -171,6 +171,7 @@ func pinnedVersions(t testing.TB, env []string, d, st string) map[string]string 
 // writer busy all along must fail; a pin after the writer stopped must
 // succeed with the final state; pins racing a short burst may do either.
 func TestPinUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "data", true)
@@ -349,6 +350,7 @@ func wantMountRefused(t testing.TB, env []string, d, st string, want ...string) 
 // id is both a train and a val member is refused by verify, ls and mount,
 // naming the id, from an S3 and a local store.
 func TestIDInTwoSplitsIsRefused(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "data", true)
@@ -380,6 +382,7 @@ func TestIDInTwoSplitsIsRefused(t *testing.T) {
 // lost its last line, or was cut in the middle of it, while the manifest
 // stayed, is refused by verify, ls and mount, in an S3 and a local store.
 func TestTruncatedMemberTableIsRefused(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	dataset(t, s)
@@ -420,6 +423,7 @@ func TestTruncatedMemberTableIsRefused(t *testing.T) {
 // TestPinRefusesTransformTag: a --transform that is a tag, not a digest,
 // is a usage error, on one line, and pins nothing.
 func TestPinRefusesTransformTag(t *testing.T) {
+	t.Parallel()
 	src, st := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644); err != nil {
 		t.Fatal(err)

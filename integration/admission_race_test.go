@@ -62,6 +62,7 @@ func listFile(t testing.TB, entries ...string) string {
 // goes through; rollbacks never bring back revoked or fenced data; fences
 // only move forward; a stale --expect-generation fails; the log holds it all.
 func TestAdmissionFences(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := newSigners(t)
 	eachStore(t, func(t *testing.T, a *admStore, data map[string][]byte) {
@@ -149,6 +150,7 @@ func TestAdmissionFences(t *testing.T) {
 // fences first in round 1 and the alias sets once the gate has moved, and
 // all start together in round 2; the test requires each outcome.
 func TestAdmissionRace(t *testing.T) {
+	t.Parallel()
 	s := newSigners(t)
 	const rounds, writers = 3, 32
 	eachStore(t, func(t *testing.T, a *admStore, _ map[string][]byte) {

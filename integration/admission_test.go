@@ -268,6 +268,7 @@ func hexOf(d string) string { return strings.TrimPrefix(d, "sha256:") }
 // resolve -> admit -> mount --require-permit --policy, with the refusals
 // each step makes when its precondition is missing.
 func TestAdmissionWalkThrough(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := newSigners(t)
 	eachStore(t, func(t *testing.T, a *admStore, data map[string][]byte) {
@@ -346,6 +347,7 @@ func TestAdmissionWalkThrough(t *testing.T) {
 // store after it was signed, or an envelope modified in place, is refused
 // by verify --policy, alias set and admit.
 func TestAdmissionTamperedAfterSigning(t *testing.T) {
+	t.Parallel()
 	s := newSigners(t)
 	eachStore(t, func(t *testing.T, a *admStore, _ map[string][]byte) {
 		for _, tc := range []struct {

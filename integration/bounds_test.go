@@ -19,6 +19,7 @@ import (
 // and run show fail at once with one line saying so, instead of waiting
 // for a writer forever (issue 22, item 8).
 func TestRunCommandsRefuseAFIFORecord(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "runs.jsonl")
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
 		t.Fatal(err)
@@ -42,6 +43,8 @@ func TestRunCommandsRefuseAFIFORecord(t *testing.T) {
 // run show (exit 1, one line), which no longer decodes it into a million
 // bitmaps first (issue 22, item 4).
 func TestRunShowRefusesAConsumedBomb(t *testing.T) {
+	// Not t.Parallel: it bounds run show's peak memory, which the load of
+	// tests beside it would raise (281 MiB once, against 126-144 alone).
 	c := newRunsCase(t, func(f *fixture) string { return filepath.Join(f.work, "runs.jsonl") })
 	// The binary form: no member only opened, none read in full, members
 	// 0..2^22-1 read in part, each in granule 0 (see docs/mount.md).

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +18,19 @@ import (
 // pinfsBin is the pinfs binary built once for the package by TestMain.
 var pinfsBin string
 
+// parallel is how many integration tests run at once (t.Parallel) unless
+// -test.parallel says otherwise. They mostly wait (on versitygw, the
+// kernel, timeouts), not compute, so more of them than the default
+// GOMAXPROCS overlap well on a small machine.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	dir, err := os.MkdirTemp("", "pinfs-integration-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -62,6 +62,7 @@ func (f *deriveFix) upperArgs(script string, extra ...string) []string {
 // TestDeriveDeterministic derives, derives again (cached, not run), and
 // checks by record file, and by key and output digest with the command.
 func TestDeriveDeterministic(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		script := f.script(t, "upper.sh", upperScript)
@@ -133,6 +134,7 @@ var driftLine = regexp.MustCompile(`^pinfs derive: transform ` + regexp.QuoteMet
 // TestDeriveCodeChangedWithoutVersion edits the transform but keeps its
 // version: --check and --force fail naming the members; the record stays.
 func TestDeriveCodeChangedWithoutVersion(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		script := f.script(t, "upper.sh", upperScript)
@@ -164,6 +166,7 @@ func TestDeriveCodeChangedWithoutVersion(t *testing.T) {
 // TestDeriveNondeterministic: a transform that writes the time and random
 // bytes derives, and --check fails on it.
 func TestDeriveNondeterministic(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		script := f.script(t, "clock.sh", `cp "$PINFS_INPUT_raw/a.txt" "$PINFS_OUTPUT/a.txt"
@@ -184,6 +187,7 @@ func TestDeriveNondeterministic(t *testing.T) {
 // TestDeriveRefusesInputsThatAreNotDigests: exit 2 before anything is
 // mounted or run.
 func TestDeriveRefusesInputsThatAreNotDigests(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		script := f.script(t, "upper.sh", upperScript)
@@ -219,6 +223,7 @@ func TestDeriveRefusesInputsThatAreNotDigests(t *testing.T) {
 // with exit 1 and records nothing, so the fixed transform runs; one that
 // writes nothing fails too.
 func TestDeriveTransformFails(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		script := f.script(t, "t.sh", `echo partial > "$PINFS_OUTPUT/x"
@@ -260,6 +265,7 @@ func readFileOr(t testing.TB, p string) string {
 // raw). derive log B shows both records and raw, reached twice, once as
 // not derived, pinned from its directory.
 func TestDeriveLogTwoLevels(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		clean := f.script(t, "clean.sh", `tr a-z A-Z < "$PINFS_INPUT_raw/a.txt" > "$PINFS_OUTPUT/a.txt"`+"\n")

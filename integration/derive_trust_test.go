@@ -20,6 +20,7 @@ import (
 // TestDeriveCheckRunsOnlyTheCallersCommand, on a local store and on
 // versitygw (where pinfs itself needs the credentials to read the store).
 func TestDeriveCheckRunsOnlyTheCallersCommand(t *testing.T) {
+	t.Parallel()
 	eachDeriveStore(t, func(t *testing.T, ds *deriveStore) {
 		f := newDeriveFix(t, ds)
 		secret := envValue(f.env, "AWS_SECRET_ACCESS_KEY")

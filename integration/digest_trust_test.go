@@ -37,7 +37,9 @@ type trustStore struct {
 }
 
 // eachTrustStore runs f with a fresh source and a store in a local
-// directory, then in S3.
+// directory, then in S3. It opens the store as the commands do, from this
+// process's environment (s3test.UseEnv, t.Setenv), so the tests that use it
+// are the integration tests that do not run in parallel with the others.
 func eachTrustStore(t *testing.T, f func(t *testing.T, ts *trustStore)) {
 	for _, kind := range []string{"local", "s3"} {
 		t.Run(kind, func(t *testing.T) {

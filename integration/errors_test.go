@@ -50,6 +50,7 @@ func refusedEndpoint(t *testing.T) string {
 // TestErrors tries the common mistakes of a new user on a real S3 server
 // and checks that each says, in one line, what is wrong and where.
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := s3test.Start(t)
 	env := s.Env()

@@ -227,6 +227,7 @@ func wantNoFaultEvents(t *testing.T, record, rel string) {
 // fail-closed errno within a bound and a run-record event that says why;
 // and never a member GET without its versionId.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	ff := newFaultFixture(t)
 	big, other := ff.data[fzBig], ff.data[fzOther]
 

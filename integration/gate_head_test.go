@@ -12,6 +12,7 @@ import (
 // (dropping its history and fences): it refuses on one line, and so does
 // resolve.
 func TestAliasSetOverDeletedHead(t *testing.T) {
+	t.Parallel()
 	a := localAdmStore(t)
 	for rel, b := range admSource(t) {
 		a.put(t, rel, b)
@@ -33,6 +34,7 @@ func TestAliasSetOverDeletedHead(t *testing.T) {
 // tombstone watermark what the real head (generation 3, watermark 7)
 // refuses.
 func TestGateHeadRolledBack(t *testing.T) {
+	t.Parallel()
 	a := localAdmStore(t)
 	for rel, b := range admSource(t) {
 		a.put(t, rel, b)

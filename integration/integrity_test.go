@@ -48,6 +48,7 @@ func wantEIO(t testing.TB, p string) {
 }
 
 func TestCorruptionAtRestFailsTheReadAndIsRecorded(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	flip(t, f.s.VersionPath(t, "data", "ds/train/big.bin", f.vers["train/big.bin"]), 2<<20+5)
 	record := filepath.Join(f.work, "run.jsonl")
@@ -89,6 +90,7 @@ func blockFiles(t testing.TB, cache string) []string {
 }
 
 func TestCorruptDiskCacheIsHealed(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache, record := filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl")
 	dir, d := f.mount(t, cache, record)
@@ -121,6 +123,7 @@ func TestCorruptDiskCacheIsHealed(t *testing.T) {
 }
 
 func TestDeletedVersionGivesEIO(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	f.s.DeleteVersion(t, "data", "ds/val/v.txt", f.vers["val/v.txt"])
 	record := filepath.Join(f.work, "run.jsonl")
@@ -135,6 +138,7 @@ func TestDeletedVersionGivesEIO(t *testing.T) {
 }
 
 func TestRemountServesFromCacheWithStoreDown(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache := filepath.Join(f.work, "cache")
 	dir, d := f.mount(t, cache, filepath.Join(f.work, "run.jsonl"))
@@ -154,6 +158,7 @@ func TestRemountServesFromCacheWithStoreDown(t *testing.T) {
 }
 
 func TestSIGTERMWithAnOpenFileEndsTheRun(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	record := filepath.Join(f.work, "run.jsonl")
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), record)
@@ -176,6 +181,7 @@ func TestSIGTERMWithAnOpenFileEndsTheRun(t *testing.T) {
 }
 
 func TestMountAgainAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache, record := filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl")
 	dir, d := f.mount(t, cache, record)
@@ -189,6 +195,7 @@ func TestMountAgainAfterSIGKILL(t *testing.T) {
 }
 
 func TestRunIDBindsTheDigest(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache, record := filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl")
 	_, d := f.mount(t, cache, record, "--run-id", "job-7")
@@ -211,6 +218,7 @@ func TestRunIDBindsTheDigest(t *testing.T) {
 }
 
 func TestNoMemberRequestWithoutVersion(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	target, _ := url.Parse(f.s.Endpoint)
 	var mu sync.Mutex

@@ -30,6 +30,7 @@ import (
 // say exactly that: on a cold cache every block comes from the network,
 // on a remount with the same cache dir from the disk tier.
 func TestRunEndTotalsAndConsumed(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache := filepath.Join(f.work, "cache")
 	read := []string{"README", "train/big.bin", "val/v.txt"} // read whole
@@ -266,6 +267,7 @@ func publicDir(t testing.TB) string {
 // files owned by the trainer's user, who can read them only with
 // --allow-other.
 func TestMountOwnerAndAllowOther(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	id := strconv.Itoa(nobody)
 	mount := func(extra ...string) (string, *daemon) {
@@ -331,6 +333,7 @@ func runID(t testing.TB, record string) string {
 }
 
 func TestSIGINTEndsTheRun(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	record := filepath.Join(f.work, "run.jsonl")
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), record)
@@ -358,6 +361,7 @@ func TestSIGINTEndsTheRun(t *testing.T) {
 // file, --lazy detaches it at once, the open file still reads, and the
 // daemon ends the run once the file is closed.
 func TestLazyUnmountOfBusyMount(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	record := filepath.Join(f.work, "run.jsonl")
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), record)

@@ -31,6 +31,7 @@ type listing struct {
 // The errors that point to it (an unknown digest, through the mount's
 // daemon too) and to pinfs resolve (an alias) name this store.
 func TestListOnS3(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	a := s3AdmStore(t)
 	for rel, b := range admSource(t) {

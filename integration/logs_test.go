@@ -20,6 +20,7 @@ import (
 // own (--debug logs every FUSE request), is one JSON object naming the
 // mount's digest and run id.
 func TestLogsJSON(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, d, runID := f.loggedMount(t, "--log-format", "json", "--debug")
 	if b, err := readFile(t, filepath.Join(dir, "README")); err != nil || string(b) != string(f.data["README"]) {
@@ -51,6 +52,7 @@ func TestLogsJSON(t *testing.T) {
 // stderr, up to an unmount by pinfs unmount, has digest= and run_id= with
 // the mount's values.
 func TestLogsText(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, d, runID := f.loggedMount(t)
 	mustPinfs(t, f.env, "unmount", dir)
@@ -79,6 +81,7 @@ func TestLogsText(t *testing.T) {
 // that name the digest and run id, besides the one line the daemon prints
 // on stdout when it serves.
 func TestLogsBackground(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir := filepath.Join(t.TempDir(), "m")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -13,6 +13,7 @@ import (
 // (as mount(8)) pinfs mount creates it, with its parents, mode 0755, and
 // serves the snapshot there.
 func TestMountMkdir(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache, record := filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl")
 	parent := filepath.Join(t.TempDir(), "data")

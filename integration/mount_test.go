@@ -121,6 +121,7 @@ func readFile(t testing.TB, p string) ([]byte, error) {
 }
 
 func TestMountServesPinnedBytes(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, _ := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"))
 
@@ -203,6 +204,7 @@ func TestMountServesPinnedBytes(t *testing.T) {
 }
 
 func TestMountRandomConcurrentReads(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, _ := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"), "--cache-mem", "2MiB")
 	var wg sync.WaitGroup
@@ -277,6 +279,7 @@ func tree(t testing.TB, dir string) (map[string]uint64, map[string][]string) {
 }
 
 func TestMountInodesAndOrderAreStable(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache, record := filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl")
 	dir1, d1 := f.mount(t, cache, record)
@@ -328,6 +331,7 @@ func mapsEqual(a, b map[string]uint64) bool {
 }
 
 func TestMountIsReadOnly(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	before := versions(t, f.s)
 	dir, _ := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"))
@@ -362,6 +366,7 @@ func TestMountIsReadOnly(t *testing.T) {
 }
 
 func TestBackgroundMountReturnsWhenReadyAndUnmounts(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir := filepath.Join(t.TempDir(), "m")
 	os.MkdirAll(dir, 0o755)
@@ -403,6 +408,7 @@ func TestBackgroundMountReturnsWhenReadyAndUnmounts(t *testing.T) {
 }
 
 func TestRunRecordInS3(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), "s3://store/runs", "--run-id", "s3-run")
 	if _, err := readFile(t, filepath.Join(dir, "README")); err != nil {

@@ -30,7 +30,10 @@ type userMount struct {
 }
 
 // nonRootFixture pins the fixture and prepares what user nobody needs to
-// mount it: /dev/fuse mode 0666 (its mode is restored in cleanup), the
+// mount it. The non-root tests change files of the whole machine (the
+// mode of /dev/fuse, /etc/fuse.conf), so they are the integration tests
+// that do not call t.Parallel: Go runs them alone, before the parallel ones.
+// What it prepares: /dev/fuse mode 0666 (its mode is restored in cleanup), the
 // pinfs binary's directory traversable, a cache dir and a mountpoint of
 // its own. Every mount at the mountpoint is removed in cleanup.
 func nonRootFixture(t *testing.T) *userMount {

@@ -206,6 +206,7 @@ func checkRequirePermit(t *testing.T, c *permitCase) {
 
 // TestRequirePermitLocal: a local store and a local run record.
 func TestRequirePermitLocal(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	a := localAdmStore(t)
 	c := newPermitCase(t, a, a.records[0])
@@ -229,6 +230,7 @@ func TestRequirePermitLocal(t *testing.T) {
 // TestRequirePermitS3: an S3 store and a run record in S3, where the
 // permit is in the run's binding (runs/<id>/run.json).
 func TestRequirePermitS3(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	a := s3AdmStore(t)
 	c := newPermitCase(t, a, "s3://store/records")

@@ -72,6 +72,7 @@ func incrementalDataset(t *testing.T, s *s3test.Server) map[string][]byte {
 }
 
 func TestPinIncrementalReusesUnchangedVersions(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	objs := incrementalDataset(t, s)
@@ -145,6 +146,7 @@ func TestPinIncrementalReusesUnchangedVersions(t *testing.T) {
 }
 
 func TestPinIncrementalRereadsAMemberWithoutAGoodOutboard(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	objs := incrementalDataset(t, s)

@@ -15,6 +15,7 @@ import (
 // later clean pin of that content, in a local or an S3 store: the snapshot
 // that pin makes verifies deep.
 func TestPinDirReplacesBadCASBlob(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "store", true)

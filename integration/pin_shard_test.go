@@ -145,6 +145,7 @@ func readPlan(t *testing.T, file string) planFile {
 }
 
 func TestPinShardEqualsWholePin(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	shardDataset(t, s)
@@ -202,6 +203,7 @@ func TestPinShardEqualsWholePin(t *testing.T) {
 }
 
 func TestPinShardRerunAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	s.CreateBucket(t, "data", true)
 	s.CreateBucket(t, "store", true)
@@ -279,6 +281,7 @@ func TestPinShardRerunAfterSIGKILL(t *testing.T) {
 }
 
 func TestPinShardMergeRefusals(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	shardDataset(t, s)
@@ -340,6 +343,7 @@ func TestPinShardMergeRefusals(t *testing.T) {
 }
 
 func TestPinShardUsageErrors(t *testing.T) {
+	t.Parallel()
 	st := t.TempDir()
 	plan := filepath.Join(t.TempDir(), "plan.json")
 	for _, tc := range []struct {

@@ -44,6 +44,7 @@ func dataset(t testing.TB, s *s3test.Server) map[string]string {
 }
 
 func TestPinVerifyLsDiffLog(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	vs := dataset(t, s)
@@ -104,6 +105,7 @@ func TestPinVerifyLsDiffLog(t *testing.T) {
 }
 
 func TestPinRefusesUnversionedAndNullVersions(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "store", true)
@@ -145,6 +147,7 @@ func tamper(t testing.TB, dir, key string, f func([]byte) []byte) {
 }
 
 func TestTamperedStoreIsRefused(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	for name, content := range map[string]string{"train/a": "a", "train/b": "b", "val/c": "c"} {
 		os.MkdirAll(filepath.Join(src, filepath.Dir(name)), 0o755)
@@ -181,6 +184,7 @@ func TestTamperedStoreIsRefused(t *testing.T) {
 }
 
 func TestDirPinIntoS3Store(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "store", true)
@@ -196,6 +200,7 @@ func TestDirPinIntoS3Store(t *testing.T) {
 }
 
 func TestMountAcceptsDigestsOnly(t *testing.T) {
+	t.Parallel()
 	mnt := t.TempDir()
 	for _, target := range []string{"latest", "customer-support-latest", "sha256:abc", "sha256:" + strings.Repeat("A", 64), "/data/x", "sha512:" + strings.Repeat("a", 64)} {
 		wantExit(t, nil, 2, []string{"digests only"}, "mount", target, mnt, "--store", t.TempDir())
@@ -203,6 +208,7 @@ func TestMountAcceptsDigestsOnly(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	wantExit(t, nil, 2, []string{"unknown command"}, "frobnicate")
 	wantExit(t, nil, 2, []string{"--store is required"}, "verify", "sha256:"+strings.Repeat("a", 64))
 	wantExit(t, nil, 2, []string{"unknown flag"}, "ls", "--bogus")
@@ -214,6 +220,7 @@ func TestUsageErrors(t *testing.T) {
 // TestPinListsAcrossPages pins more keys than one ListObjectVersions page
 // holds (1000): every key exactly once.
 func TestPinListsAcrossPages(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	s.CreateBucket(t, "data", true)

@@ -49,6 +49,7 @@ func awsCLI() bool {
 // the test creates the versioned bucket and uploads ./my-dataset itself
 // (what the block's aws lines do) and runs every other line as written.
 func TestQuickstart(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	block := quickstartBlock(t)
 	s := s3test.Start(t)

@@ -16,6 +16,7 @@ import (
 // block reader: the window grows to --readahead-max rather than closing
 // at reads that arrive out of order, and every block is fetched once.
 func TestReadaheadThroughTheKernel(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := s3test.Start(t)
 	s.CreateBucket(t, "data", true)

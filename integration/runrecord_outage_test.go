@@ -23,11 +23,14 @@ import (
 // byte for byte and in order, before its own resume, and empties the
 // spool.
 func TestRunRecordThroughOutage(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	const runID = "outage-run"
 	cache := filepath.Join(f.work, "cache")
 	spool := filepath.Join(cache, "spool", runID+".jsonl")
-	dir, d := f.mount(t, cache, "s3://store/runs", "--run-id", runID)
+	// --read-timeout: the read with the store down fails at its end
+	// (EIO), and the default (60 s) would be a minute of the suite's time.
+	dir, d := f.mount(t, cache, "s3://store/runs", "--run-id", runID, "--read-timeout", "5s")
 	if b, err := readFile(t, filepath.Join(dir, "README")); err != nil || !bytes.Equal(b, f.data["README"]) {
 		t.Fatalf("README before the outage: %v", err)
 	}

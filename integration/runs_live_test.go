@@ -40,6 +40,7 @@ type liveReport struct {
 // the mount itself (counters and consumed set), and says of a mount it
 // did not ask (--live-timeout 0) as of when the record has it.
 func TestRunShowOfALiveRun(t *testing.T) {
+	t.Parallel()
 	c := newRunsCase(t, func(f *fixture) string { return filepath.Join(f.work, "runs.jsonl") })
 	const runID, partial = "live-1", 100 << 10
 	big := "train/big.bin"

@@ -14,6 +14,7 @@ import (
 // the compact consumed set (host and pid on run_start only, cumulative
 // `members` lists) and checks that run show and run list read it.
 func TestRunShowReadsOldRecords(t *testing.T) {
+	t.Parallel()
 	c := newRunsCase(t, func(f *fixture) string { return filepath.Join(f.work, "old.jsonl") })
 	const runID = "old-run"
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)

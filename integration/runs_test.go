@@ -247,6 +247,7 @@ func lineWith(out string, words ...string) bool {
 // run show and run list; run replay passing, then failing once pinned
 // versions are deleted; run export in both formats.
 func TestRunsEndToEnd(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []struct {
 		name   string
 		record func(f *fixture) string

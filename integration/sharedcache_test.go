@@ -20,6 +20,7 @@ import (
 // Two mounts sharing one --cache-dir hold its disk tier to --cache-disk
 // together, and one serves the blocks the other cached.
 func TestSharedCacheDirHoldsTheBudget(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := s3test.Start(t)
 	env := s.Env()

@@ -79,6 +79,7 @@ func runIDOf(t testing.TB, d *daemon) string {
 }
 
 func TestStatusOfALiveMount(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cache := filepath.Join(f.work, "cache")
 	dir, d := f.mount(t, cache, filepath.Join(f.work, "run.jsonl"))
@@ -120,6 +121,7 @@ func TestStatusOfALiveMount(t *testing.T) {
 }
 
 func TestStatusOfADeadMount(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"))
 	statusJSON(t, 0, dir)
@@ -134,6 +136,7 @@ func TestStatusOfADeadMount(t *testing.T) {
 }
 
 func TestStatusOfPathsThatAreNotMounts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wantNotServing(t, dir, dir+" is not a pinfs mount")
 	missing := filepath.Join(dir, "missing")
@@ -144,6 +147,7 @@ func TestStatusOfPathsThatAreNotMounts(t *testing.T) {
 // changed at rest fails its read, and the mount, still serving, counts the
 // mismatch.
 func TestStatusCountsIntegrityEvents(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	flip(t, f.s.VersionPath(t, "data", "ds/train/big.bin", f.vers["train/big.bin"]), 2<<20+5)
 	record := filepath.Join(f.work, "run.jsonl")
@@ -173,6 +177,7 @@ func TestStatusCountsIntegrityEvents(t *testing.T) {
 // not hang pinfs status: it gives up after --timeout with exit 1, no
 // sooner and not much later.
 func TestStatusOfAHungDaemon(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	dir, d := f.mount(t, filepath.Join(f.work, "cache"), filepath.Join(f.work, "run.jsonl"))
 	statusJSON(t, 0, dir)

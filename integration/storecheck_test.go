@@ -48,6 +48,7 @@ func storeStatusOf(t testing.TB, dir string) (storeStatus, result) {
 // store refuses mid-run make pinfs status exit 1 (and --wait wait) until
 // a fetch succeeds.
 func TestMountChecksTheStore(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	p, err := faultproxy.New(f.s.Endpoint, faultproxy.Options{AccessKey: f.s.AccessKey, SecretKey: f.s.SecretKey, Region: f.s.Region})
 	if err != nil {

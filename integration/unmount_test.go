@@ -19,6 +19,7 @@ import (
 // 150 ms to every response, so its last writes take a while after the
 // unmount; the test's own commands go to the server directly.
 func TestUnmountWaitsForRunEnd(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := s3test.Start(t)
 	dataset(t, s)

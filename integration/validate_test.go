@@ -25,6 +25,7 @@ func reportOf(t testing.TB, env []string, code int, args ...string) (map[string]
 }
 
 func TestValidateS3Pin(t *testing.T) {
+	t.Parallel()
 	s := s3test.Start(t)
 	env := s.Env()
 	vs := dataset(t, s)
@@ -91,6 +92,7 @@ func TestValidateS3Pin(t *testing.T) {
 }
 
 func TestValidateLocalDirPin(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	for p, c := range map[string]string{"train/a": "alpha", "val/b": "beta"} {

@@ -77,6 +77,7 @@ func (f *fixture) bytesOf(paths ...string) int64 {
 // server, warms again (nothing to fetch) and mounts on the same cache dir:
 // every member reads back as pinned.
 func TestWarmThenMountWithStoreDown(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cacheDir := filepath.Join(f.work, "cache")
 	s := f.warm(t, cacheDir, "--jobs", "4")
@@ -107,6 +108,7 @@ func TestWarmThenMountWithStoreDown(t *testing.T) {
 // TestWarmSelectsByPathAndSplit checks that PATH and --split warm exactly
 // the members they name.
 func TestWarmSelectsByPathAndSplit(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	for _, c := range []struct {
 		name string
@@ -135,6 +137,7 @@ func TestWarmSelectsByPathAndSplit(t *testing.T) {
 // deleted, fails the warm with exit 1 naming the member, as pinfs verify
 // does, and no bad block enters the cache.
 func TestWarmFailsOnBadBytes(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	flip(t, f.s.VersionPath(t, "data", "ds/train/big.bin", f.vers["train/big.bin"]), 2<<20+5)
 	cacheDir := filepath.Join(f.work, "cache")
@@ -171,6 +174,7 @@ func lastStderrLine(r result) string {
 // that selects nothing, a selection over the disk budget: exit 2 with one
 // line naming it, and nothing fetched.
 func TestWarmRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	f := pinFixture(t)
 	cacheDir := filepath.Join(f.work, "cache")
 	base := []string{"--store", f.store, "--cache-dir", cacheDir}
