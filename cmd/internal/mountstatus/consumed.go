@@ -160,7 +160,7 @@ func QueryConsumed(ctx context.Context, dir string) (string, time.Time, error) {
 	ch := make(chan answer, 1)
 	get := xattrFunc
 	go func() {
-		text, at, err := readConsumed(abs, get)
+		text, at, err := readConsumed(ctx, abs, get)
 		ch <- answer{text, at, err}
 	}()
 	select {
@@ -183,7 +183,10 @@ var xattrFunc = func(path, name string) ([]byte, error) {
 
 // readConsumed reads the consumed set of the mount at dir through get,
 // starting again (three times at most) when the snapshot it reads goes.
-func readConsumed(dir string, get func(path, name string) ([]byte, error)) (string, time.Time, error) {
+// It reads no more parts than the header's size takes, and none once ctx
+// ends: the caller has stopped waiting, and a daemon that answers every
+// part name is not read for ever.
+func readConsumed(ctx context.Context, dir string, get func(path, name string) ([]byte, error)) (string, time.Time, error) {
 	for range 3 {
 		b, err := get(dir, fs.XattrConsumed)
 		if err != nil {
@@ -193,6 +196,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 		if err := json.Unmarshal(b, &h); err != nil {
 			return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set header is not valid JSON: %v", dir, err)
 		}
+		if h.Size < 0 || h.Parts != (h.Size+ConsumedPart-1)/ConsumedPart {
+			return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set header gives %d parts for %d bytes", dir, h.Parts, h.Size)
+		}
 		var text string
 		if h.Set != nil {
 			text = *h.Set
@@ -200,6 +206,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 			var sb strings.Builder
 			gone := false
 			for k := range h.Parts {
+				if err := ctx.Err(); err != nil {
+					return "", time.Time{}, fmt.Errorf("%s: %w: %w", dir, ErrNoAnswer, err)
+				}
 				p, err := get(dir, fs.XattrConsumed+"."+strconv.FormatUint(h.ID, 10)+"."+strconv.Itoa(k))
 				if errors.Is(err, unix.ENODATA) {
 					gone = true
@@ -207,6 +216,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 				}
 				if err != nil {
 					return "", time.Time{}, classify(dir, err)
+				}
+				if sb.Len()+len(p) > h.Size {
+					return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set is longer than its header's %d bytes", dir, h.Size)
 				}
 				sb.Write(p)
 			}
