@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -123,29 +121,6 @@ func TestConsumedCorruptAnswer(t *testing.T) {
 	}
 	if _, _, err := readConsumed(context.Background(), "/m", bad); err == nil || !strings.Contains(err.Error(), "does not match its header") {
 		t.Fatalf("a short part: %v", err)
-	}
-}
-
-// TestMountsOf: the pinfs mounts of one digest in the mount table, once
-// each; other file systems and digests are left out.
-func TestMountsOf(t *testing.T) {
-	table := filepath.Join(t.TempDir(), "mountinfo")
-	lines := []string{
-		"36 35 0:52 / /data/a rw,nosuid shared:1 - fuse.pinfs sha256:aa rw,user_id=0",
-		"37 35 0:53 / /data/b rw - fuse.pinfs sha256:bb rw,user_id=0",
-		"38 35 0:54 / /data/c\\040d rw - fuse.pinfs sha256:aa rw,user_id=0",
-		"39 35 0:55 / /data/e rw - fuse.sshfs sha256:aa rw",
-		"40 36 0:56 / /data/a rw - fuse.pinfs sha256:aa rw,user_id=0",
-	}
-	if err := os.WriteFile(table, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := mountinfoPath
-	mountinfoPath = table
-	t.Cleanup(func() { mountinfoPath = old })
-	got, err := MountsOf("sha256:aa")
-	if err != nil || strings.Join(got, ",") != "/data/a,/data/c d" {
-		t.Fatalf("MountsOf = %q, %v", got, err)
 	}
 }
 

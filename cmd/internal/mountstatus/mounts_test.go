@@ -13,6 +13,29 @@ import (
 	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
+// TestMountsOf: the pinfs mounts of one digest in the mount table, once
+// each; other file systems and digests are left out.
+func TestMountsOf(t *testing.T) {
+	table := filepath.Join(t.TempDir(), "mountinfo")
+	lines := []string{
+		"36 35 0:52 / /data/a rw,nosuid shared:1 - fuse.pinfs sha256:aa rw,user_id=0",
+		"37 35 0:53 / /data/b rw - fuse.pinfs sha256:bb rw,user_id=0",
+		"38 35 0:54 / /data/c\\040d rw - fuse.pinfs sha256:aa rw,user_id=0",
+		"39 35 0:55 / /data/e rw - fuse.sshfs sha256:aa rw",
+		"40 36 0:56 / /data/a rw - fuse.pinfs sha256:aa rw,user_id=0",
+	}
+	if err := os.WriteFile(table, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := mountinfoPath
+	mountinfoPath = table
+	t.Cleanup(func() { mountinfoPath = old })
+	got, err := MountsOf("sha256:aa")
+	if err != nil || strings.Join(got, ",") != "/data/a,/data/c d" {
+		t.Fatalf("MountsOf = %q, %v", got, err)
+	}
+}
+
 // TestMountsOfRun: of the pinfs mounts of a digest, those serving the run
 // are returned, but only when the uid that mounted them (the table's
 // user_id) is the uid of the process whose pid they answer with: another
