@@ -51,6 +51,10 @@ func mountsOf(digest string) ([]mountinfo.Entry, error) {
 type RunMount struct {
 	Dir    string
 	Status *Status
+	// Until is when the timeout of MountsOfRun ends for this mount, which
+	// began when its status was asked: a caller that asks it more (its
+	// consumed set) gives it no longer in all.
+	Until time.Time
 }
 
 // MountsOfRun asks the pinfs mounts of snapshot digest in this process's
@@ -73,13 +77,14 @@ func MountsOfRun(ctx context.Context, digest, runID string, timeout time.Duratio
 	}
 	var ms []RunMount
 	for _, e := range es {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
+		until := time.Now().Add(timeout)
+		qctx, cancel := context.WithDeadline(ctx, until)
 		st, _ := Query(qctx, e.Point)
 		cancel()
 		if st == nil || st.RunID != runID || !mountedBy(e, st.PID) {
 			continue
 		}
-		ms = append(ms, RunMount{Dir: e.Point, Status: st})
+		ms = append(ms, RunMount{Dir: e.Point, Status: st, Until: until})
 	}
 	return ms
 }

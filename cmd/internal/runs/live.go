@@ -38,7 +38,7 @@ func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout t
 	var live []LiveMount
 	for _, m := range mountstatus.MountsOfRun(ctx, string(run.Digest), run.RunID, timeout) {
 		l := LiveMount{Mountpoint: m.Dir, PID: m.Status.PID, Time: time.Now().UTC(), Totals: totalsOf(m.Status)}
-		qctx, cancel := context.WithTimeout(ctx, timeout)
+		qctx, cancel := context.WithDeadline(ctx, m.Until) // one timeout for both questions
 		text, at, err := mountstatus.QueryConsumed(qctx, m.Dir)
 		cancel()
 		if err == nil {
