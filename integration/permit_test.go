@@ -262,4 +262,19 @@ func TestRequirePermitS3(t *testing.T) {
 	if fusetest.Mounted(dir) {
 		t.Fatal("mounted a run that holds no permit in the record searched")
 	}
+
+	// Admitted without --run-record, the run's permit is in that default
+	// record, and a mount without --run-record finds it and serves.
+	if got := strings.TrimSpace(mustPinfs(t, c.env, "admit", "prod", "--purpose", permitPurpose, "--store", c.store,
+		"--cache-dir", c.cache, "--run-id", "job-dflt").stdout); got != "job-dflt "+c.digest {
+		t.Fatalf("admit without --run-record printed %q", got)
+	}
+	m := startMount(t, c.env, dir, c.digest, dir, "--store", c.store, "--cache-dir", c.cache, "--run-id", "job-dflt", "--require-permit")
+	if b, err := readFile(t, filepath.Join(dir, c.file)); err != nil || !bytes.Equal(b, c.want) {
+		t.Fatalf("read %s through the mount admitted into the default record: %v", c.file, err)
+	}
+	m.stop(t, 10*time.Second)
+	if code := m.exitCode(t, time.Second); code != 0 {
+		t.Fatalf("the mount admitted into the default record exited %d", code)
+	}
 }

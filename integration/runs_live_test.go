@@ -91,6 +91,15 @@ func TestRunShowOfALiveRun(t *testing.T) {
 		t.Errorf("run show --live-timeout 0 of the live run:\n%s", out)
 	}
 
+	// What a live mount answers is a report, not evidence: replay and
+	// export use the record's consumed set only, which is empty so far.
+	if out := c.pinfsRun(t, 0, "replay", runID, "--quiet").stdout; !strings.Contains(out, "run "+runID+": 0 members, 0 bytes") {
+		t.Errorf("run replay of the live run, before any flush:\n%s", out)
+	}
+	if out := c.pinfsRun(t, 0, "export", runID, "--format", "prov").stdout; strings.Contains(out, "val/v.txt") || strings.Contains(out, "README") {
+		t.Errorf("run export of the live run, before any flush, names members the record does not have:\n%s", out)
+	}
+
 	d.stop(t, 30*time.Second)
 	if code := d.exitCode(t, time.Second); code != 0 {
 		t.Fatalf("the mount exited %d", code)

@@ -52,3 +52,46 @@ func TestUnmountWaitsForRunEnd(t *testing.T) {
 		t.Errorf("pinfs run show right after pinfs unmount (which took %v):\n%s\nwant the run ended, with the one member it read", took, show.stdout)
 	}
 }
+
+// TestUnmountWaitsWhileTheStoreRefuses: a mount whose store has refused
+// its credentials does not count as serving (pinfs status exits 1), but
+// its daemon still answers and still writes run_end: pinfs unmount waits
+// for it as for any other. The store refuses member reads only (403 on
+// GET /data/), so the run record in S3, 150 ms away, still takes writes.
+func TestUnmountWaitsWhileTheStoreRefuses(t *testing.T) {
+	fusetest.Require(t)
+	s := s3test.Start(t)
+	dataset(t, s)
+	st, record := "s3://store/pinfs", "s3://store/runs"
+	d := mustPinfs(t, s.Env(), "pin", "s3://data/ds/", "--store", st).lastLine()
+	p, err := faultproxy.New(s.Endpoint, faultproxy.Options{Shape: faultproxy.Shape{Latency: 150 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	slow := append(s.Env(), p.Env()...) // the later endpoint variables win
+
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fusetest.ForceUnmount(t, mnt) })
+	mustPinfs(t, slow, "mount", d, mnt, "--store", st, "--cache-dir", t.TempDir(), "--run-record", record, "--run-id", "unmount-2")
+	if b, err := os.ReadFile(filepath.Join(mnt, "train", "b.txt")); err != nil || string(b) != "bravo\n" {
+		t.Fatalf("read through the mount: %q, %v", b, err)
+	}
+	p.Inject(faultproxy.Rule{Method: "GET", Path: "/data/", Fault: faultproxy.Forbidden()})
+	if _, err := os.ReadFile(filepath.Join(mnt, "val", "c.txt")); err == nil {
+		t.Fatal("read of an uncached member while the store refuses: no error")
+	}
+	if r := pinfs(t, nil, "status", mnt); r.code != 1 || !strings.Contains(r.stderr, "the store refuses the mount's credentials") {
+		t.Fatalf("pinfs status while the store refuses: %v", r)
+	}
+	start := time.Now()
+	mustPinfs(t, slow, "unmount", mnt)
+	took := time.Since(start)
+	show := mustPinfs(t, s.Env(), "run", "show", "unmount-2", "--run-record", record, "--store", st)
+	if !strings.Contains(show.stdout, "run unmount-2  "+d+"  ended\n") {
+		t.Errorf("pinfs run show right after pinfs unmount of a refused mount (which took %v):\n%s\nwant the run ended", took, show.stdout)
+	}
+}

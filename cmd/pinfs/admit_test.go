@@ -54,8 +54,9 @@ func TestAdmitDefaultsToTheMountsRunRecord(t *testing.T) {
 	}
 
 	// mount --require-permit with the same cache dir and no --run-record
-	// finds it; a run admitted nowhere is refused naming the record. Both
-	// answer before anything is mounted (the permit check comes first).
+	// refuses a run admitted nowhere, naming the record it searched, before
+	// anything is mounted (the permit check comes first). That it serves a
+	// run admitted there is integration's TestRequirePermitS3, which mounts.
 	mnt := t.TempDir()
 	mount := func(runID string) (int, string, string) {
 		return runPinfs(t, "mount", d, mnt, "--store", st, "--cache-dir", cache, "--run-id", runID, "--require-permit", "--policy", policy, "--foreground")

@@ -177,9 +177,10 @@ read, full.
 A running mount writes its consumed set every --flush-interval and its
 counters at run_end, so the record has it only as of its last flush,
 which show says. Show asks the run's mounts that serve on this host (the
-mount table's pinfs mounts of its digest, matched by run id and pid) for
-their counters and consumed set so far, each within --live-timeout, so
-that a live run is reported as it is now.
+mount table's pinfs mounts of its digest, matched by run id and pid, and
+mounted by the user of that pid) for their counters and consumed set so
+far, each within --live-timeout, so that a live run is reported as it is
+now. Replay and export use the record only.
 
 The consumed set is kept by member index, so show reads the snapshot's
 member table: from --store, or from the store the run's mount recorded.`,

@@ -30,6 +30,11 @@ type Entry struct {
 	FSType string // e.g. fuse.pinfs
 	Source string // unescaped; the digest of a pinfs mount
 	Minor  string // the device minor; of a FUSE mount, its connection number in /sys/fs/fuse/connections
+	// UserID is the user_id= of the super block options, "" when there is
+	// none: of a FUSE mount, the uid of the process that mounted it, which
+	// the kernel records (fusermount passes the caller's own and refuses a
+	// user_id= from the user).
+	UserID string
 }
 
 // At returns the topmost mount at exactly dir (a canonical path, see
@@ -103,12 +108,20 @@ func parseLine(line string) (Entry, bool) {
 		return Entry{}, false
 	}
 	_, minor, _ := strings.Cut(fields[2], ":")
-	return Entry{
+	e := Entry{
 		Point:  unescape(fields[4]),
 		FSType: fields[sep+1],
 		Source: unescape(fields[sep+2]),
 		Minor:  minor,
-	}, true
+	}
+	if sep+3 < len(fields) {
+		for _, o := range strings.Split(fields[sep+3], ",") {
+			if v, ok := strings.CutPrefix(o, "user_id="); ok {
+				e.UserID = v
+			}
+		}
+	}
+	return e, true
 }
 
 // unescape undoes the octal escapes of a field (\040 for a space, \011,

@@ -28,29 +28,31 @@ func TestParse(t *testing.T) {
 		line("55", "/data/d", "", "tmpfs", "tmpfs") + // a tmpfs over the pinfs mount
 		line("56", `/data/back\slash`, "", "fuse.pinfs", "my src") +
 		"37 35 0:57 / /data/empty rw - tmpfs  rw\n" + // an empty source
+		"39 35 0:59 / /data/nobody rw - fuse.pinfs sha256:ab rw,group_id=65534,user_id=65534,allow_other\n" +
 		"short line\n" +
 		"38 35 0:58 / /data/nosep rw shared:5 tmpfs tmpfs rw\n" // no "-": not a mount
 	for _, tc := range []struct {
-		dir                   string
-		fstype, source, minor string
-		ok                    bool
+		dir                           string
+		fstype, source, minor, userID string
+		ok                            bool
 	}{
-		{"/", "ext4", "/dev/sda1", "1", true},
-		{"/data", "tmpfs", "tmpfs", "40", true},
-		{"/data/a b", "fuse.pinfs", "sha256:ab", "52", true},
-		{"/data/a b/c", "fuse.pinfs", "sha256:cd", "53", true},
-		{"/data/d", "tmpfs", "tmpfs", "55", true},
-		{`/data/back\slash`, "fuse.pinfs", "my src", "56", true},
-		{"/data/empty", "tmpfs", "", "57", true},
-		{`/data/a\040b`, "", "", "", false}, // the escaped form is not the path
-		{"/data/a", "", "", "", false},
-		{"/data/nosep", "", "", "", false},
-		{"/data/e", "", "", "", false},
+		{"/", "ext4", "/dev/sda1", "1", "0", true},
+		{"/data", "tmpfs", "tmpfs", "40", "0", true},
+		{"/data/a b", "fuse.pinfs", "sha256:ab", "52", "0", true},
+		{"/data/a b/c", "fuse.pinfs", "sha256:cd", "53", "0", true},
+		{"/data/d", "tmpfs", "tmpfs", "55", "0", true},
+		{`/data/back\slash`, "fuse.pinfs", "my src", "56", "0", true},
+		{"/data/empty", "tmpfs", "", "57", "", true}, // no user_id=
+		{"/data/nobody", "fuse.pinfs", "sha256:ab", "59", "65534", true},
+		{`/data/a\040b`, "", "", "", "", false}, // the escaped form is not the path
+		{"/data/a", "", "", "", "", false},
+		{"/data/nosep", "", "", "", "", false},
+		{"/data/e", "", "", "", "", false},
 	} {
 		e, ok, err := Parse(strings.NewReader(table), tc.dir)
 		want := Entry{}
 		if tc.ok {
-			want = Entry{Point: tc.dir, FSType: tc.fstype, Source: tc.source, Minor: tc.minor}
+			want = Entry{Point: tc.dir, FSType: tc.fstype, Source: tc.source, Minor: tc.minor, UserID: tc.userID}
 		}
 		if err != nil || ok != tc.ok || e != want {
 			t.Errorf("Parse(%q) = %+v %v %v, want %+v %v", tc.dir, e, ok, err, want, tc.ok)

@@ -44,9 +44,11 @@ var (
 
 // Store is a store.Store whose fetches are watched. Its methods are safe
 // for concurrent use; Last and Answered may be called at any time.
-// Methods other than the fetches (Put, PutCAS) pass through unwatched,
-// and so do optional interfaces of the wrapped store other than
-// store.AtMostGetter: wrap only the store a mount reads through.
+// Methods other than the fetches (Put, PutCAS) pass through unwatched.
+// Optional interfaces of the wrapped store other than store.AtMostGetter
+// (store.KeyLister, store.Swapper, ...) do not pass through at all: a
+// type assertion on a Store finds only the methods of store.Store, so
+// wrap only the store a mount reads through.
 type Store struct {
 	store.Store
 	now func() time.Time // time.Now; tests set it

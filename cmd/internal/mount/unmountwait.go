@@ -22,8 +22,10 @@ var ErrDaemonBusy = errors.New("still writing the run record")
 // run_end to the run record and exit. So pinfs run show right after
 // pinfs unmount sees the whole run, not one still ending. It asks the
 // mount for the daemon's pid first (pinfs status, bounded by a second);
-// a mount that does not answer is unmounted without a wait. A lazy
-// unmount does not wait either: with files open the daemon serves on.
+// a mount that does not answer is unmounted without a wait, and one whose
+// daemon answered is waited for also when it does not count as serving
+// because the store refuses its credentials: it still ends its run. A
+// lazy unmount does not wait either: with files open the daemon serves on.
 func UnmountAndWait(ctx context.Context, dir string, lazy bool, wait time.Duration) error {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	st, qerr := mountstatus.Query(qctx, dir)
@@ -31,7 +33,7 @@ func UnmountAndWait(ctx context.Context, dir string, lazy bool, wait time.Durati
 	if err := Unmount(dir, lazy); err != nil {
 		return err
 	}
-	if qerr != nil || st.PID <= 0 || st.PID == os.Getpid() || lazy {
+	if qerr != nil && !errors.Is(qerr, mountstatus.ErrStoreRefused) || st.PID <= 0 || st.PID == os.Getpid() || lazy {
 		return nil
 	}
 	end := time.NewTimer(wait)

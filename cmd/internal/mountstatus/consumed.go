@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/fs"
-	"github.com/pinfs/pinfs/fs/mountinfo"
 )
 
 // The consumed set of a live mount is read through extended attributes
@@ -159,7 +157,7 @@ func QueryConsumed(ctx context.Context, dir string) (string, time.Time, error) {
 	ch := make(chan answer, 1)
 	get := xattrFunc
 	go func() {
-		text, at, err := readConsumed(abs, get)
+		text, at, err := readConsumed(ctx, abs, get)
 		ch <- answer{text, at, err}
 	}()
 	select {
@@ -182,7 +180,10 @@ var xattrFunc = func(path, name string) ([]byte, error) {
 
 // readConsumed reads the consumed set of the mount at dir through get,
 // starting again (three times at most) when the snapshot it reads goes.
-func readConsumed(dir string, get func(path, name string) ([]byte, error)) (string, time.Time, error) {
+// It reads no more parts than the header's size takes, and none once ctx
+// ends: the caller has stopped waiting, and a daemon that answers every
+// part name is not read for ever.
+func readConsumed(ctx context.Context, dir string, get func(path, name string) ([]byte, error)) (string, time.Time, error) {
 	for range 3 {
 		b, err := get(dir, fs.XattrConsumed)
 		if err != nil {
@@ -192,6 +193,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 		if err := json.Unmarshal(b, &h); err != nil {
 			return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set header is not valid JSON: %v", dir, err)
 		}
+		if h.Size < 0 || h.Parts != (h.Size+ConsumedPart-1)/ConsumedPart {
+			return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set header gives %d parts for %d bytes", dir, h.Parts, h.Size)
+		}
 		var text string
 		if h.Set != nil {
 			text = *h.Set
@@ -199,6 +203,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 			var sb strings.Builder
 			gone := false
 			for k := range h.Parts {
+				if err := ctx.Err(); err != nil {
+					return "", time.Time{}, fmt.Errorf("%s: %w: %w", dir, ErrNoAnswer, err)
+				}
 				p, err := get(dir, fs.XattrConsumed+"."+strconv.FormatUint(h.ID, 10)+"."+strconv.Itoa(k))
 				if errors.Is(err, unix.ENODATA) {
 					gone = true
@@ -206,6 +213,9 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 				}
 				if err != nil {
 					return "", time.Time{}, classify(dir, err)
+				}
+				if sb.Len()+len(p) > h.Size {
+					return "", time.Time{}, fmt.Errorf("%s: the pinfs daemon's consumed set is longer than its header's %d bytes", dir, h.Size)
 				}
 				sb.Write(p)
 			}
@@ -221,21 +231,4 @@ func readConsumed(dir string, get func(path, name string) ([]byte, error)) (stri
 		return text, h.Time, nil
 	}
 	return "", time.Time{}, fmt.Errorf("%s: %w", dir, ErrSnapshotGone)
-}
-
-// MountsOf returns the mountpoints of the pinfs mounts of snapshot digest
-// in this process's mount table, in its order, each once: where the mounts
-// of a run on this host can be asked. It never touches a mountpoint.
-func MountsOf(digest string) ([]string, error) {
-	all, err := mountinfo.All(mountinfoPath)
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	for _, e := range all {
-		if e.FSType == FSType && e.Source == digest && !slices.Contains(dirs, e.Point) {
-			dirs = append(dirs, e.Point)
-		}
-	}
-	return dirs, nil
 }

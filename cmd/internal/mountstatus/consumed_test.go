@@ -1,9 +1,9 @@
 package mountstatus
 
 import (
+	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,7 +39,7 @@ func TestConsumedInOneAndInParts(t *testing.T) {
 		text := "c1." + strings.Repeat("x", size)
 		var calls atomic.Int64
 		c := &Consumed{Encode: func() string { calls.Add(1); return text }}
-		got, at, err := readConsumed("/m", getFrom(c, nil))
+		got, at, err := readConsumed(context.Background(), "/m", getFrom(c, nil))
 		if err != nil || got != text || time.Since(at) > time.Minute {
 			t.Fatalf("size %d: read %d bytes at %v, %v", size, len(got), at, err)
 		}
@@ -70,7 +70,7 @@ func TestConsumedSnapshotGone(t *testing.T) {
 			}
 		}
 	}
-	got, _, err := readConsumed("/m", getFrom(c, before))
+	got, _, err := readConsumed(context.Background(), "/m", getFrom(c, before))
 	want := "c1." + strings.Repeat(string(rune('a'+gen)), 3*ConsumedPart)
 	if err != nil || got != want || drops != 2 {
 		t.Fatalf("read %q… (%d bytes), %v after %d drops; want the newest set whole", got[:min(len(got), 8)], len(got), err, drops)
@@ -78,7 +78,7 @@ func TestConsumedSnapshotGone(t *testing.T) {
 
 	// Dropped on every try: an error, not a mix.
 	drops = -100
-	if _, _, err := readConsumed("/m", getFrom(c, before)); !errors.Is(err, ErrSnapshotGone) {
+	if _, _, err := readConsumed(context.Background(), "/m", getFrom(c, before)); !errors.Is(err, ErrSnapshotGone) {
 		t.Fatalf("read with the snapshot always gone: %v, want ErrSnapshotGone", err)
 	}
 }
@@ -119,30 +119,50 @@ func TestConsumedCorruptAnswer(t *testing.T) {
 		}
 		return v, err
 	}
-	if _, _, err := readConsumed("/m", bad); err == nil || !strings.Contains(err.Error(), "does not match its header") {
+	if _, _, err := readConsumed(context.Background(), "/m", bad); err == nil || !strings.Contains(err.Error(), "does not match its header") {
 		t.Fatalf("a short part: %v", err)
 	}
 }
 
-// TestMountsOf: the pinfs mounts of one digest in the mount table, once
-// each; other file systems and digests are left out.
-func TestMountsOf(t *testing.T) {
-	table := filepath.Join(t.TempDir(), "mountinfo")
-	lines := []string{
-		"36 35 0:52 / /data/a rw,nosuid shared:1 - fuse.pinfs sha256:aa rw,user_id=0",
-		"37 35 0:53 / /data/b rw - fuse.pinfs sha256:bb rw,user_id=0",
-		"38 35 0:54 / /data/c\\040d rw - fuse.pinfs sha256:aa rw,user_id=0",
-		"39 35 0:55 / /data/e rw - fuse.sshfs sha256:aa rw",
-		"40 36 0:56 / /data/a rw - fuse.pinfs sha256:aa rw,user_id=0",
+// TestConsumedBounded: a daemon whose header does not add up, or that
+// answers every part it is asked for, is not read for ever: the parts
+// read are those the header's size takes, and none once the caller's
+// context ends.
+func TestConsumedBounded(t *testing.T) {
+	part := strings.Repeat("x", ConsumedPart)
+	var gets atomic.Int64
+	endless := func(header string) func(path, name string) ([]byte, error) {
+		gets.Store(0)
+		return func(path, name string) ([]byte, error) {
+			if gets.Add(1) > 100 {
+				return nil, unix.EIO // the test's own bound
+			}
+			if name == fs.XattrConsumed {
+				return []byte(header), nil
+			}
+			return []byte(part), nil
+		}
 	}
-	if err := os.WriteFile(table, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	_, _, err := readConsumed(ctx, "/m", endless(`{"id":1,"size":10,"parts":1000000000,"sha256":"00"}`))
+	if err == nil || !strings.Contains(err.Error(), "gives 1000000000 parts for 10 bytes") || gets.Load() != 1 {
+		t.Errorf("a header whose parts do not fit its size: %v after %d getxattrs; want refused after the header", err, gets.Load())
 	}
-	old := mountinfoPath
-	mountinfoPath = table
-	t.Cleanup(func() { mountinfoPath = old })
-	got, err := MountsOf("sha256:aa")
-	if err != nil || strings.Join(got, ",") != "/data/a,/data/c d" {
-		t.Fatalf("MountsOf = %q, %v", got, err)
+	_, _, err = readConsumed(ctx, "/m", endless(`{"id":1,"size":10,"parts":1,"sha256":"00"}`))
+	if err == nil || !strings.Contains(err.Error(), "longer than its header's 10 bytes") || gets.Load() != 2 {
+		t.Errorf("a part longer than the header's size: %v after %d getxattrs", err, gets.Load())
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	huge := fmt.Sprintf(`{"id":1,"size":%d,"parts":%d,"sha256":"00"}`, 1000*ConsumedPart, 1000)
+	get := endless(huge)
+	n := 0
+	_, _, err = readConsumed(cctx, "/m", func(path, name string) ([]byte, error) {
+		if n++; n == 5 {
+			cancel()
+		}
+		return get(path, name)
+	})
+	if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.Canceled) || gets.Load() != 5 {
+		t.Errorf("the caller stopped waiting: %v after %d getxattrs; want ErrNoAnswer after 5", err, gets.Load())
 	}
 }

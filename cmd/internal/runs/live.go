@@ -24,31 +24,22 @@ type LiveMount struct {
 }
 
 // AskLive asks the pinfs mounts of run's snapshot in this process's mount
-// table (mountstatus.MountsOf: the mounts of this host, in this mount
-// namespace) for their status, each within timeout, and those serving
-// run.RunID for their consumed set too, which it decodes against t, the
-// table of the run's snapshot. A mount that does not answer its status in
-// time is left out: nothing tells whose run it serves; one that answers
-// but does not count as serving (pinfs status exits 1) is not. It returns the
-// mounts of the run that answered, in mount table order; an unreadable
-// mount table gives none.
+// table (mountstatus.MountsOfRun: the mounts of this host, in this mount
+// namespace, made by the user of the process they say serves them) for
+// their status, each within timeout, and those serving run.RunID for
+// their consumed set too, which it decodes against t, the table of the
+// run's snapshot. A mount that does not answer its status in time is left
+// out: nothing tells whose run it serves; one that answers but does not
+// count as serving (pinfs status exits 1) is not. It returns the mounts
+// of the run that answered, in mount table order; an unreadable mount
+// table gives none. What they answer is a report of now, never evidence:
+// replay and export read the record only.
 func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout time.Duration) []LiveMount {
-	dirs, err := mountstatus.MountsOf(string(run.Digest))
-	if err != nil {
-		return nil
-	}
 	var live []LiveMount
-	for _, dir := range dirs {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
-		// A daemon that answered but does not count as serving (its
-		// store refused its last fetch, say) still counts what it served.
-		st, _ := mountstatus.Query(qctx, dir)
-		if st == nil || st.RunID != run.RunID {
-			cancel()
-			continue
-		}
-		l := LiveMount{Mountpoint: dir, PID: st.PID, Time: time.Now().UTC(), Totals: totalsOf(st)}
-		text, at, err := mountstatus.QueryConsumed(qctx, dir)
+	for _, m := range mountstatus.MountsOfRun(ctx, string(run.Digest), run.RunID, timeout) {
+		l := LiveMount{Mountpoint: m.Dir, PID: m.Status.PID, Time: time.Now().UTC(), Totals: totalsOf(m.Status)}
+		qctx, cancel := context.WithDeadline(ctx, m.Until) // one timeout for both questions
+		text, at, err := mountstatus.QueryConsumed(qctx, m.Dir)
 		cancel()
 		if err == nil {
 			l.Time = at
