@@ -59,6 +59,7 @@ func TestUnmountWaitsForRunEnd(t *testing.T) {
 // for it as for any other. The store refuses member reads only (403 on
 // GET /data/), so the run record in S3, 150 ms away, still takes writes.
 func TestUnmountWaitsWhileTheStoreRefuses(t *testing.T) {
+	t.Parallel()
 	fusetest.Require(t)
 	s := s3test.Start(t)
 	dataset(t, s)
