@@ -21,12 +21,13 @@ version id, then the path. PATH limits the listing to one member or one
 directory of the snapshot.
 
 The listing fits 120 columns: digests are shortened to 12 hex digits and
-version ids to 15 characters ("…" marks a cut), a member pinned into the
-content-addressed area shows "cas" as its version, and the SOURCE column
-is left out when every S3 member's key is one prefix followed by its path
-in one bucket, as pin s3://BUCKET/PREFIX/ makes them. --long prints every
-field in full, with the SOURCE column; --json prints the member table
-itself.`,
+version ids to 15 characters ("…" marks a cut), a member pinned from a
+directory (into the store's content-addressed area, whose key is its
+digest) shows "cas" as its source, and the SOURCE column is left out when
+every other S3 member's key is one prefix followed by its path in one
+bucket, as pin s3://BUCKET/PREFIX/ makes them (a member of a local
+store's area then shows "cas" as its version). --long prints every field
+in full, with the SOURCE column; --json prints the member table itself.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		long := fs.Bool("long", false, "print full digests, version ids and the source of every member")
@@ -99,7 +100,11 @@ func printMembers(w io.Writer, ms []verify.Member) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t", m.Size, verify.Printable(or(m.Split, "-")), shortDigest(m.Digest))
 		if !implied {
-			fmt.Fprintf(tw, "%s\t", verify.Printable(source(m)))
+			src := "cas" // its key, cas/blake3/<hex>, is DIGEST
+			if !inCAS(m) {
+				src = source(m)
+			}
+			fmt.Fprintf(tw, "%s\t", verify.Printable(src))
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", verify.Printable(version), verify.Printable(m.Path))
 	}
@@ -129,14 +134,14 @@ func shorten(s string, n int) string {
 
 // impliedSource reports whether every S3 member of ms is the object
 // PREFIX+path of one BUCKET and PREFIX (as pin s3://BUCKET/PREFIX makes
-// them), so that a SOURCE column would only repeat PATH; members in the
-// content-addressed area do not count. It is false when no member is in
-// S3.
+// them), so that a SOURCE column would only repeat PATH; members in a
+// content-addressed area (inCAS) do not count. It is false when no such
+// member is in S3.
 func impliedSource(ms []verify.Member) bool {
 	common := ""
 	for i := range ms {
 		m := &ms[i]
-		if m.S3 == nil {
+		if inCAS(m) {
 			continue
 		}
 		p, found := strings.CutSuffix(m.S3.Key, m.Path)
@@ -150,6 +155,23 @@ func impliedSource(ms []verify.Member) bool {
 		}
 	}
 	return common != ""
+}
+
+// inCAS reports whether m's bytes are in a store's content-addressed
+// area, so that its key says no more than its digest: a local store's
+// (no S3 source), or an S3 store's, where a member pinned from a directory
+// (pinfs pin DIR, the output of pinfs derive) is the object
+// PREFIX/cas/blake3/<hex of its digest> at the version its upload made.
+func inCAS(m *verify.Member) bool {
+	if m.S3 == nil {
+		return true
+	}
+	hex, ok := strings.CutPrefix(m.Digest, "blake3:")
+	if !ok {
+		return false
+	}
+	k := verify.CASKey(hex)
+	return m.S3.Key == k || strings.HasSuffix(m.S3.Key, "/"+k)
 }
 
 // under reports whether member path p is dir or lies below it.
