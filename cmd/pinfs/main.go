@@ -248,5 +248,5 @@ func storeUse() (none, recorded []string) {
 
 // storeFlag defines --store on fs.
 func storeFlag(fs *pflag.FlagSet) *string {
-	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL`: s3://bucket/prefix or a local directory (default $PINFS_STORE)")
+	return fs.String("store", os.Getenv("PINFS_STORE"), "`STORE`: s3://bucket/prefix or a local directory (default $PINFS_STORE)")
 }

@@ -19,7 +19,7 @@ import (
 
 var statusCmd = &command{
 	name:  "status",
-	args:  "DIGEST --store STORE [--policy FILE] [--json] | MOUNTPOINT [--json] [--timeout D] [--wait D]",
+	args:  "DIGEST --store STORE [--policy FILE] [--json] | MOUNTPOINT [--json] [--timeout DURATION] [--wait DURATION]",
 	short: "a snapshot's admission state, or a running mount's status (a readiness probe)",
 	long: `Print where snapshot DIGEST stands: BUILDING (pinned), VALIDATED (a
 passing validation report), APPROVED (approvals that satisfy a trust
