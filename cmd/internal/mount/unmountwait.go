@@ -22,16 +22,18 @@ var ErrDaemonBusy = errors.New("still writing the run record")
 // run_end to the run record and exit. So pinfs run show right after
 // pinfs unmount sees the whole run, not one still ending. It asks the
 // mount for the daemon's pid first (pinfs status, bounded by a second);
-// a mount that does not answer is unmounted without a wait. A lazy
-// unmount does not wait either: with files open the daemon serves on.
+// a mount that does not answer is unmounted without a wait. A daemon that
+// answers but is not ready (the store refused its last fetch, say: pinfs
+// status exits 1) still writes run_end, and is waited for. A lazy
+// unmount does not wait: with files open the daemon serves on.
 func UnmountAndWait(ctx context.Context, dir string, lazy bool, wait time.Duration) error {
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
-	st, qerr := mountstatus.Query(qctx, dir)
+	st, _ := mountstatus.Query(qctx, dir) // a pid only from a daemon that answered
 	cancel()
 	if err := Unmount(dir, lazy); err != nil {
 		return err
 	}
-	if qerr != nil || st.PID <= 0 || st.PID == os.Getpid() || lazy {
+	if st == nil || st.PID <= 0 || st.PID == os.Getpid() || lazy {
 		return nil
 	}
 	end := time.NewTimer(wait)
