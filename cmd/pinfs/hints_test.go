@@ -95,13 +95,14 @@ func TestUnknownDigestNamesList(t *testing.T) {
 		{"ls", unknown, "--store", dir},
 		{"verify", unknown, "--store", dir},
 		{"status", unknown, "--store", dir},
+		{"log", unknown, "--store", dir},
 	} {
 		code, out, errs := runPinfs(t, args...)
 		msg := "no manifest " + unknown + " in store " + dir + "; pinfs list --store " + dir + " lists the manifests it holds"
 		got := errs
-		if want := "pinfs " + args[0] + ": " + msg + "\n"; args[0] == "verify" {
-			// pinfs verify prints the missing manifest as the FAIL line
-			// of its report.
+		if want := "pinfs " + args[0] + ": " + msg + "\n"; args[0] == "verify" || args[0] == "log" {
+			// pinfs verify and pinfs log print the missing manifest as a
+			// FAIL line of their report.
 			got = out
 			if !strings.Contains(out, "FAIL") || !strings.Contains(out, msg+"\n") {
 				t.Errorf("pinfs %q: stdout %q lacks a FAIL line ending %q", args, out, msg)
