@@ -133,3 +133,18 @@ func TestSynopsisNamesFlagValuesAsTheFlagsDo(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpCommand: pinfs help CMD [SUB] prints what pinfs CMD [SUB] --help
+// prints, for a sub-command too (pinfs help run show is run show's help,
+// not the run group's).
+func TestHelpCommand(t *testing.T) {
+	for _, name := range []string{"mount", "run show", "alias set", "derive log", "run"} {
+		var want, got, errOut bytes.Buffer
+		if code := run(t.Context(), append(strings.Fields(name), "--help"), &want, &errOut); code != exitOK {
+			t.Fatalf("pinfs %s --help: exit %d: %s", name, code, errOut.String())
+		}
+		if code := run(t.Context(), append([]string{"help"}, strings.Fields(name)...), &got, &errOut); code != exitOK || got.String() != want.String() {
+			t.Errorf("pinfs help %s: exit %d, printed\n%s\nwant what pinfs %s --help prints:\n%s", name, code, got.String(), name, want.String())
+		}
+	}
+}
