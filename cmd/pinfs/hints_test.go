@@ -155,3 +155,32 @@ func TestStatusOfADigestNamedDirectory(t *testing.T) {
 		t.Errorf("./digest: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestStatusOfASnapshotNameThatIsNoPath: pinfs status takes any argument
+// that is not a full digest for a MOUNTPOINT, so an alias or a bare
+// digest (with --store, which only a snapshot needs) was answered "does
+// not exist" alone. When no such path exists, the one line says what was
+// probably meant, as on every other command; the exit status stays 1 (a
+// probe of a missing path), and a plain missing mountpoint gets no guess.
+func TestStatusOfASnapshotNameThatIsNoPath(t *testing.T) {
+	t.Setenv("PINFS_STORE", "")
+	store := t.TempDir()
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	hex := strings.Repeat("5e", 32)
+	for _, c := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"prod", "--store", store}, "; if prod is an alias, resolve it first: pinfs resolve prod --store " + store},
+		{[]string{hex, "--store", store}, "; did you mean sha256:" + hex + "?"},
+		{[]string{hex}, "; did you mean sha256:" + hex + "?"},
+		{[]string{"prod"}, ""}, // no --store: a mountpoint named prod
+	} {
+		code, out, errs := runPinfs(t, append([]string{"status"}, c.args...)...)
+		want := "pinfs status: " + filepath.Join(cwd, c.args[0]) + " does not exist" + c.hint + "\n"
+		if code != exitFailed || out != "" || errs != want {
+			t.Errorf("pinfs status %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", c.args, code, out, errs, want)
+		}
+	}
+}
