@@ -22,7 +22,7 @@ directory of the snapshot.
 
 The listing fits 120 columns: digests are shortened to 12 hex digits and
 version ids to 15 characters ("…" marks a cut), a member pinned from a
-directory (into the store's content-addressed area, whose key is its
+directory (into this store's content-addressed area, whose key is its
 digest) shows "cas" as its source, and the SOURCE column is left out when
 every other S3 member's key is one prefix followed by its path in one
 bucket, as pin s3://BUCKET/PREFIX/ makes them (a member of a local
@@ -62,7 +62,7 @@ in full, with the SOURCE column; --json prints the member table itself.`,
 			if *long {
 				return printMembersLong(out, ms)
 			}
-			return printMembers(out, ms)
+			return printMembers(out, ms, st.String())
 		}
 	},
 }
@@ -79,11 +79,12 @@ func printMembersLong(w io.Writer, ms []verify.Member) error {
 	return tw.Flush()
 }
 
-// printMembers is pinfs ls: short digests and version ids, and SOURCE
-// only where it says more than PATH, so that a line fits 120 columns.
-func printMembers(w io.Writer, ms []verify.Member) error {
+// printMembers is pinfs ls of a snapshot in store storeURL: short digests
+// and version ids, and SOURCE only where it says more than PATH or
+// DIGEST, so that a line fits 120 columns.
+func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	implied := impliedSource(ms)
+	implied := impliedSource(ms, storeURL)
 	if implied {
 		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tVERSION\tPATH")
 	} else {
@@ -101,7 +102,7 @@ func printMembers(w io.Writer, ms []verify.Member) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t", m.Size, verify.Printable(or(m.Split, "-")), shortDigest(m.Digest))
 		if !implied {
 			src := "cas" // its key, cas/blake3/<hex>, is DIGEST
-			if !inCAS(m) {
+			if !inCAS(m, storeURL) {
 				src = source(m)
 			}
 			fmt.Fprintf(tw, "%s\t", verify.Printable(src))
@@ -137,11 +138,11 @@ func shorten(s string, n int) string {
 // them), so that a SOURCE column would only repeat PATH; members in a
 // content-addressed area (inCAS) do not count. It is false when no such
 // member is in S3.
-func impliedSource(ms []verify.Member) bool {
+func impliedSource(ms []verify.Member, storeURL string) bool {
 	common := ""
 	for i := range ms {
 		m := &ms[i]
-		if inCAS(m) {
+		if inCAS(m, storeURL) {
 			continue
 		}
 		p, found := strings.CutSuffix(m.S3.Key, m.Path)
@@ -157,21 +158,18 @@ func impliedSource(ms []verify.Member) bool {
 	return common != ""
 }
 
-// inCAS reports whether m's bytes are in a store's content-addressed
-// area, so that its key says no more than its digest: a local store's
-// (no S3 source), or an S3 store's, where a member pinned from a directory
-// (pinfs pin DIR, the output of pinfs derive) is the object
-// PREFIX/cas/blake3/<hex of its digest> at the version its upload made.
-func inCAS(m *verify.Member) bool {
+// inCAS reports whether m's bytes are in the content-addressed area of
+// the store at storeURL, so that its source says no more than its digest:
+// a local store's (no S3 source), or an S3 store's, where a member pinned
+// from a directory (pinfs pin DIR, the output of pinfs derive) is the
+// object storeURL/cas/blake3/<hex of its digest> at the version its upload
+// made. Another bucket's or prefix's cas/ key is a source like any other.
+func inCAS(m *verify.Member, storeURL string) bool {
 	if m.S3 == nil {
 		return true
 	}
 	hex, ok := strings.CutPrefix(m.Digest, "blake3:")
-	if !ok {
-		return false
-	}
-	k := verify.CASKey(hex)
-	return m.S3.Key == k || strings.HasSuffix(m.S3.Key, "/"+k)
+	return ok && m.Source() == strings.TrimSuffix(storeURL, "/")+"/"+verify.CASKey(hex)
 }
 
 // under reports whether member path p is dir or lies below it.
