@@ -110,14 +110,7 @@ type Getter interface {
 // checks them. When g is also an Opener, the table is streamed
 // (CheckReader) rather than read whole.
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
-	mb, err := store.GetAtMost(ctx, g, ManifestKey(d), store.MaxManifest)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &noManifestError{d: d, store: storeURL(g), err: err}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", d, err)
-	}
-	m, err := ParseManifest(d, mb)
+	m, err := FetchManifest(ctx, g, d)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +131,21 @@ func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 		debug.FreeOSMemory()
 	}
 	return c, err
+}
+
+// FetchManifest reads the manifest with digest d from g (at most
+// store.MaxManifest bytes) and checks it against d, without its member
+// table. A manifest g does not hold is the one-line error that names the
+// store and pinfs list (noManifestError).
+func FetchManifest(ctx context.Context, g Getter, d Digest) (*Manifest, error) {
+	mb, err := store.GetAtMost(ctx, g, ManifestKey(d), store.MaxManifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &noManifestError{d: d, store: storeURL(g), err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", d, err)
+	}
+	return ParseManifest(d, mb)
 }
 
 // noManifestError is Fetch's error for a manifest the store does not hold

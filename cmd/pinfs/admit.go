@@ -39,10 +39,10 @@ holds its generation at that digest). Otherwise admit refuses with exit
 status 1 and writes nothing.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
-		purpose := fs.String("purpose", "", "`PURPOSE` the run reads the snapshot for; must equal the manifest's purpose")
+		purpose := fs.String("purpose", "", "`P`, what the run reads the snapshot for; must equal the manifest's purpose")
 		record := fs.String("run-record", "", recordHelp)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` of this host's mounts: its runs.jsonl is the default run record, its spool their bindings")
-		runID := fs.String("run-id", "", "run `ID` (default: generated)")
+		runID := fs.String("run-id", "", "run id `R` (default: generated)")
 		policyFile := policyFlag(fs)
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 1 {

@@ -47,9 +47,9 @@ snapshot is used: pinfs verify --policy, pinfs mount --policy, pinfs alias
 set, pinfs admit. The last line is "  envelope sha256:<envelope digest>".`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
-		keyFile := fs.String("key", "", "private key `FILE` (PREFIX.key from pinfs key generate)")
+		keyFile := fs.String("key", "", "`KEY`, the private key file (PREFIX.key from pinfs key generate)")
 		role := fs.String("role", "approver", "the `ROLE` the signer approves in, e.g. data-owner")
-		report := fs.String("report", "", "sign validation report `DIGEST`, a report you produced with pinfs validate, instead of validating")
+		report := fs.String("report", "", "sign validation report `REPORT` (its digest), a report you produced with pinfs validate, instead of validating")
 		vf := validationFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			if err := vf.check(); err != nil {

@@ -22,7 +22,7 @@ import (
 
 var deriveCmd = &command{
 	name:  "derive",
-	args:  "--input NAME=DIGEST… --transform VERSION [--param K=V…] --store STORE -- CMD [ARGS…] | --check RECORD-FILE [-- CMD [ARGS…]] | --check KEY|OUTPUT-DIGEST -- CMD [ARGS…]",
+	args:  "--input NAME=DIGEST… --transform VERSION [--param KEY=VALUE…] --store STORE -- CMD [ARGS…] | --check RECORD-FILE [-- CMD [ARGS…]] | --check KEY|OUTPUT-DIGEST -- CMD [ARGS…]",
 	short: "run a versioned transform over pinned inputs and pin its output, with a record",
 	long: `Run CMD over snapshots pinned by digest and pin what it writes, with a
 derivation record: the inputs, the transform VERSION, the params, the
@@ -74,7 +74,7 @@ inputs and exits 1.`,
 		split := fs.String("split", "dir", "split `RULE` of the output, as on pinfs pin: dir, dir:NAME,NAME... or none")
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the input mounts' block cache, verified metadata and spool, as on pinfs mount")
-		runRecord := fs.String("run-record", "", "run record of the input mounts: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
+		runRecord := fs.String("run-record", "", "run record `URL` of the input mounts: a local JSON Lines file or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
 		workDir := fs.String("work-dir", "", "`DIR` in which the scratch dir (inputs, output) is made (default the system temp dir)")
 		recordFile := fs.String("record", "", "write the derivation record, canonical JSON, to `FILE`")
 		force := fs.Bool("force", false, "run the derivation even when its output is cached; fail when the output differs")

@@ -106,3 +106,45 @@ func TestTopHelp(t *testing.T) {
 		t.Errorf("pinfs --help: the commands without --store are %q, want unmount, key generate, run list and version", except)
 	}
 }
+
+// TestSynopsisNamesFlagValuesAsTheFlagsDo: where a command's synopsis
+// names a flag's value ("--store STORE"), it calls it what the Flags
+// section below it does: the flag's placeholder (with … when repeatable),
+// a list of the values it takes (prov|intoto), or words its usage uses
+// for one of its forms (KEY|OUTPUT-DIGEST), never another name for the
+// same value (--store URL below --store STORE).
+func TestSynopsisNamesFlagValuesAsTheFlagsDo(t *testing.T) {
+	valueWord := regexp.MustCompile(`--([a-z][a-z-]*)[ =]([^\s\[\]()]+)`)
+	values := regexp.MustCompile(`^[a-z0-9]+(\|[a-z0-9]+)+$`)
+	for name, c := range commandFlags(t) {
+		fs := pflag.NewFlagSet("pinfs "+name, pflag.ContinueOnError)
+		c.setup(fs, &bytes.Buffer{})
+		logFlags(fs)
+		for _, m := range valueWord.FindAllStringSubmatch(c.args, -1) {
+			f, w := fs.Lookup(m[1]), strings.TrimRight(m[2], "|")
+			if f == nil || isBoolFlag(f) || strings.HasPrefix(w, "--") {
+				continue
+			}
+			ph, _ := pflag.UnquoteUsage(f)
+			inUsage := regexp.MustCompile(`(^|[^\w$])` + regexp.QuoteMeta(w) + `(\W|$)`).MatchString(f.Usage)
+			if w != ph && w != ph+"…" && !values.MatchString(w) && !inUsage {
+				t.Errorf("pinfs %s: the synopsis says --%s %s, its Flags section --%[2]s %[4]s", name, m[1], w, ph)
+			}
+		}
+	}
+}
+
+// TestHelpCommand: pinfs help CMD [SUB] prints what pinfs CMD [SUB] --help
+// prints, for a sub-command too (pinfs help run show is run show's help,
+// not the run group's).
+func TestHelpCommand(t *testing.T) {
+	for _, name := range []string{"mount", "run show", "alias set", "derive log", "run"} {
+		var want, got, errOut bytes.Buffer
+		if code := run(t.Context(), append(strings.Fields(name), "--help"), &want, &errOut); code != exitOK {
+			t.Fatalf("pinfs %s --help: exit %d: %s", name, code, errOut.String())
+		}
+		if code := run(t.Context(), append([]string{"help"}, strings.Fields(name)...), &got, &errOut); code != exitOK || got.String() != want.String() {
+			t.Errorf("pinfs help %s: exit %d, printed\n%s\nwant what pinfs %s --help prints:\n%s", name, code, got.String(), name, want.String())
+		}
+	}
+}

@@ -95,13 +95,14 @@ func TestUnknownDigestNamesList(t *testing.T) {
 		{"ls", unknown, "--store", dir},
 		{"verify", unknown, "--store", dir},
 		{"status", unknown, "--store", dir},
+		{"log", unknown, "--store", dir},
 	} {
 		code, out, errs := runPinfs(t, args...)
 		msg := "no manifest " + unknown + " in store " + dir + "; pinfs list --store " + dir + " lists the manifests it holds"
 		got := errs
-		if want := "pinfs " + args[0] + ": " + msg + "\n"; args[0] == "verify" {
-			// pinfs verify prints the missing manifest as the FAIL line
-			// of its report.
+		if want := "pinfs " + args[0] + ": " + msg + "\n"; args[0] == "verify" || args[0] == "log" {
+			// pinfs verify and pinfs log print the missing manifest as a
+			// FAIL line of their report.
 			got = out
 			if !strings.Contains(out, "FAIL") || !strings.Contains(out, msg+"\n") {
 				t.Errorf("pinfs %q: stdout %q lacks a FAIL line ending %q", args, out, msg)
@@ -152,5 +153,34 @@ func TestStatusOfADigestNamedDirectory(t *testing.T) {
 	code, _, errs = statusRun(t, "./"+d.String())
 	if code != exitFailed || !strings.HasSuffix(errs, "/"+d.String()+" is not a pinfs mount\n") {
 		t.Errorf("./digest: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestStatusOfASnapshotNameThatIsNoPath: pinfs status takes any argument
+// that is not a full digest for a MOUNTPOINT, so an alias or a bare
+// digest (with --store, which only a snapshot needs) was answered "does
+// not exist" alone. When no such path exists, the one line says what was
+// probably meant, as on every other command; the exit status stays 1 (a
+// probe of a missing path), and a plain missing mountpoint gets no guess.
+func TestStatusOfASnapshotNameThatIsNoPath(t *testing.T) {
+	t.Setenv("PINFS_STORE", "")
+	store := t.TempDir()
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	hex := strings.Repeat("5e", 32)
+	for _, c := range []struct {
+		args []string
+		hint string
+	}{
+		{[]string{"prod", "--store", store}, "; if prod is an alias, resolve it first: pinfs resolve prod --store " + store},
+		{[]string{hex, "--store", store}, "; did you mean sha256:" + hex + "?"},
+		{[]string{hex}, "; did you mean sha256:" + hex + "?"},
+		{[]string{"prod"}, ""}, // no --store: a mountpoint named prod
+	} {
+		code, out, errs := runPinfs(t, append([]string{"status"}, c.args...)...)
+		want := "pinfs status: " + filepath.Join(cwd, c.args[0]) + " does not exist" + c.hint + "\n"
+		if code != exitFailed || out != "" || errs != want {
+			t.Errorf("pinfs status %q: exit %d, stdout %q, stderr %q; want exit 1 and %q", c.args, code, out, errs, want)
+		}
 	}
 }

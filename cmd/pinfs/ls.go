@@ -21,12 +21,13 @@ version id, then the path. PATH limits the listing to one member or one
 directory of the snapshot.
 
 The listing fits 120 columns: digests are shortened to 12 hex digits and
-version ids to 15 characters ("…" marks a cut), a member pinned into the
-content-addressed area shows "cas" as its version, and the SOURCE column
-is left out when every S3 member's key is one prefix followed by its path
-in one bucket, as pin s3://BUCKET/PREFIX/ makes them. --long prints every
-field in full, with the SOURCE column; --json prints the member table
-itself.`,
+version ids to 15 characters ("…" marks a cut), a member pinned from a
+directory (into this store's content-addressed area, whose key is its
+digest) shows "cas" as its source, and the SOURCE column is left out when
+every other S3 member's key is one prefix followed by its path in one
+bucket, as pin s3://BUCKET/PREFIX/ makes them (a member of a local
+store's area then shows "cas" as its version). --long prints every field
+in full, with the SOURCE column; --json prints the member table itself.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		long := fs.Bool("long", false, "print full digests, version ids and the source of every member")
@@ -61,7 +62,7 @@ itself.`,
 			if *long {
 				return printMembersLong(out, ms)
 			}
-			return printMembers(out, ms)
+			return printMembers(out, ms, st.String())
 		}
 	},
 }
@@ -78,11 +79,12 @@ func printMembersLong(w io.Writer, ms []verify.Member) error {
 	return tw.Flush()
 }
 
-// printMembers is pinfs ls: short digests and version ids, and SOURCE
-// only where it says more than PATH, so that a line fits 120 columns.
-func printMembers(w io.Writer, ms []verify.Member) error {
+// printMembers is pinfs ls of a snapshot in store storeURL: short digests
+// and version ids, and SOURCE only where it says more than PATH or
+// DIGEST, so that a line fits 120 columns.
+func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	implied := impliedSource(ms)
+	implied := impliedSource(ms, storeURL)
 	if implied {
 		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tVERSION\tPATH")
 	} else {
@@ -99,7 +101,11 @@ func printMembers(w io.Writer, ms []verify.Member) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t", m.Size, verify.Printable(or(m.Split, "-")), shortDigest(m.Digest))
 		if !implied {
-			fmt.Fprintf(tw, "%s\t", verify.Printable(source(m)))
+			src := "cas" // its key, cas/blake3/<hex>, is DIGEST
+			if !inCAS(m, storeURL) {
+				src = source(m)
+			}
+			fmt.Fprintf(tw, "%s\t", verify.Printable(src))
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", verify.Printable(version), verify.Printable(m.Path))
 	}
@@ -129,14 +135,14 @@ func shorten(s string, n int) string {
 
 // impliedSource reports whether every S3 member of ms is the object
 // PREFIX+path of one BUCKET and PREFIX (as pin s3://BUCKET/PREFIX makes
-// them), so that a SOURCE column would only repeat PATH; members in the
-// content-addressed area do not count. It is false when no member is in
-// S3.
-func impliedSource(ms []verify.Member) bool {
+// them), so that a SOURCE column would only repeat PATH; members in a
+// content-addressed area (inCAS) do not count. It is false when no such
+// member is in S3.
+func impliedSource(ms []verify.Member, storeURL string) bool {
 	common := ""
 	for i := range ms {
 		m := &ms[i]
-		if m.S3 == nil {
+		if inCAS(m, storeURL) {
 			continue
 		}
 		p, found := strings.CutSuffix(m.S3.Key, m.Path)
@@ -150,6 +156,20 @@ func impliedSource(ms []verify.Member) bool {
 		}
 	}
 	return common != ""
+}
+
+// inCAS reports whether m's bytes are in the content-addressed area of
+// the store at storeURL, so that its source says no more than its digest:
+// a local store's (no S3 source), or an S3 store's, where a member pinned
+// from a directory (pinfs pin DIR, the output of pinfs derive) is the
+// object storeURL/cas/blake3/<hex of its digest> at the version its upload
+// made. Another bucket's or prefix's cas/ key is a source like any other.
+func inCAS(m *verify.Member, storeURL string) bool {
+	if m.S3 == nil {
+		return true
+	}
+	hex, ok := strings.CutPrefix(m.Digest, "blake3:")
+	return ok && m.Source() == strings.TrimSuffix(storeURL, "/")+"/"+verify.CASKey(hex)
 }
 
 // under reports whether member path p is dir or lies below it.

@@ -156,3 +156,60 @@ func TestLsFitsIn120Columns(t *testing.T) {
 		t.Errorf("pinfs ls of a member whose key is not prefix+path shows no SOURCE:\n%s", short)
 	}
 }
+
+// TestLsOfADirPinInS3FitsIn120Columns: a member pinned from a directory
+// into an S3 store (pinfs pin DIR, pinfs derive's output) is the object
+// STORE/cas/blake3/<hex of its digest>: its SOURCE says no more than its
+// DIGEST, so pinfs ls shows it as "cas", not as a 100-column key, and its
+// lines fit 120 columns; --long still prints the key in full. The same
+// key under another bucket or prefix is a source like any other.
+func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
+	const hex = "ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f"
+	const version = "3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY"
+	const store = "s3://ml-datasets-prod/pinfs"
+	var ms []verify.Member
+	for i, p := range []string{"train/part-00000.jsonl", "train/part-00001.jsonl", "validation/part-00000.jsonl"} {
+		split, _, _ := strings.Cut(p, "/")
+		ms = append(ms, verify.Member{ID: p, Path: p, Split: split, Size: 123456789012, Digest: "blake3:" + hex,
+			S3: &verify.S3Source{Bucket: "ml-datasets-prod", Key: "pinfs/" + verify.CASKey(hex), VersionID: version + string(rune('a'+i)), ETag: `"e"`}})
+	}
+	ls := func(storeURL string) []string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := printMembers(&out, ms, storeURL); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	}
+	for _, storeURL := range []string{store, store + "/"} {
+		lines := ls(storeURL)
+		if len(lines) != 1+len(ms) {
+			t.Fatalf("pinfs ls printed %d lines, want a header and %d members:\n%s", len(lines), len(ms), strings.Join(lines, "\n"))
+		}
+		for i, l := range lines {
+			if n := utf8.RuneCountInString(l); n > 120 {
+				t.Errorf("pinfs ls: a line of %d columns, want at most 120:\n%s", n, l)
+			}
+			if i == 0 {
+				continue
+			}
+			if f := strings.Fields(l); len(f) != 6 || f[3] != "cas" || f[4] != version[:14]+"…" || f[5] != ms[i-1].Path {
+				t.Errorf("pinfs ls of %s: line %q: want SOURCE cas, the short version and the path", storeURL, l)
+			}
+		}
+	}
+	for _, other := range []string{"s3://ml-datasets-prod/other", "s3://another-bucket/pinfs"} {
+		if lines := ls(other); !strings.Contains(lines[1], " "+ms[0].Source()+" ") {
+			t.Errorf("pinfs ls of a store %s: line %q; want the other store's key in full", other, lines[1])
+		}
+	}
+	var long bytes.Buffer
+	if err := printMembersLong(&long, ms); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(strings.TrimSuffix(long.String(), "\n"), "\n")[1:] {
+		if f := strings.Fields(l); len(f) != 6 || f[3] != ms[i].Source() || f[4] != ms[i].S3.VersionID {
+			t.Errorf("pinfs ls --long line %q: want the key and version in full", l)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -70,8 +71,8 @@ func main() {
 // run executes one pinfs command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) > 1 && args[0] == "help" {
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		if len(args) > 1 && args[0] == "help" { // pinfs help CMD [SUB]: pinfs CMD [SUB] --help
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), stdout, stderr)
 		}
 		topUsage(stdout)
 		if len(args) == 0 {
@@ -248,5 +249,5 @@ func storeUse() (none, recorded []string) {
 
 // storeFlag defines --store on fs.
 func storeFlag(fs *pflag.FlagSet) *string {
-	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL`: s3://bucket/prefix or a local directory (default $PINFS_STORE)")
+	return fs.String("store", os.Getenv("PINFS_STORE"), "`STORE`: s3://bucket/prefix or a local directory (default $PINFS_STORE)")
 }

@@ -57,7 +57,7 @@ approvals from the store, so it needs the store reachable.`,
 		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables)")
 		cacheDisk := byteSize(10 << 30)
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, least recently used blocks evicted (0 disables)")
-		record := fs.String("run-record", "", "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)")
+		record := fs.String("run-record", "", recordHelp)
 		runID := fs.String("run-id", "", "run `ID`; the same id with the same digest resumes, with another digest is refused (default: generated and printed)")
 		requirePermit := fs.Bool("require-permit", false, "refuse unless the run (--run-id) holds a permit (pinfs admit) for exactly DIGEST that checks out against the store")
 		policyFile := policyFlag(fs)

@@ -84,7 +84,7 @@ docs/pin-at-scale.md has the details and a Kubernetes Indexed Job.`,
 		fence := fs.Int64("benchmark-fence", 0, "benchmark fence `N` the selection respected")
 		jobs := fs.Int("jobs", 8, "`N` objects read and hashed in parallel")
 		rehash := fs.Bool("rehash", false, "read and hash every object, even versions the digest cache or a --parent knows (audits the cache)")
-		planFile := fs.String("plan", "", "sharded pin: the plan `FILE` to write (with --shards) or to read (with --shard, --merge; also sha256:<hex> of a plan in the store)")
+		planFile := fs.String("plan", "", "sharded pin: the `PLAN` file to write (with --shards) or to read (with --shard, --merge; also sha256:<hex> of a plan in the store)")
 		shards := fs.Int("shards", 0, "sharded pin, phase 1: list SOURCE once and write a plan of `N` shards of balanced bytes to --plan")
 		shard := fs.Int("shard", -1, "sharded pin, phase 2: hash shard `I` (0 <= I < N) of --plan and store its partial table; idempotent")
 		fs.Bool("merge", false, "sharded pin, phase 3: check every shard of --plan is stored and write the manifest")

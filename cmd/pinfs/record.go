@@ -3,7 +3,7 @@ package main
 import "github.com/pinfs/pinfs/cmd/internal/runrecord"
 
 // recordHelp is the help of every --run-record flag.
-const recordHelp = "run record: a local JSON Lines `FILE` or s3://bucket/prefix (default <cache-dir>/runs.jsonl)"
+const recordHelp = "run record `URL`: a local JSON Lines file or s3://bucket/prefix (default <cache-dir>/runs.jsonl)"
 
 // recordURL returns the run record a command uses: record when given,
 // else the cache dir's (runrecord.DefaultURL), the same for mount, admit,

@@ -72,7 +72,7 @@ func (f recordFlags) readRun(ctx context.Context, args []string) (*runrecord.Run
 // storeFlagOfRun is the --store flag of pinfs run show, replay and
 // export, which default to the store the run's mounts recorded.
 func storeFlagOfRun(fs *pflag.FlagSet) *string {
-	return fs.String("store", os.Getenv("PINFS_STORE"), "store `URL` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
+	return fs.String("store", os.Getenv("PINFS_STORE"), "`STORE` that holds the snapshot (default: $PINFS_STORE, else the store the run's mount recorded)")
 }
 
 // runStore opens the store of run: storeURL, or else the store its latest

@@ -14,12 +14,13 @@ import (
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
+	"github.com/pinfs/pinfs/store/gate"
 	"github.com/pinfs/pinfs/verify"
 )
 
 var statusCmd = &command{
 	name:  "status",
-	args:  "DIGEST --store STORE [--policy FILE] [--json] | MOUNTPOINT [--json] [--timeout D] [--wait D]",
+	args:  "DIGEST --store STORE [--policy FILE] [--json] | MOUNTPOINT [--json] [--timeout DURATION] [--wait DURATION]",
 	short: "a snapshot's admission state, or a running mount's status (a readiness probe)",
 	long: `Print where snapshot DIGEST stands: BUILDING (pinned), VALIDATED (a
 passing validation report), APPROVED (approvals that satisfy a trust
@@ -40,7 +41,9 @@ does not answer within --timeout, the path does not exist, or the store
 refused its last fetch for access: reads of bytes not cached fail until
 a fetch succeeds), with the reason on stderr; --json prints the status
 in every case. This is the readiness probe of a sidecar or a systemd
-unit; --wait waits out a refusal too. --store and --policy are ignored.`,
+unit; --wait waits out a refusal too. --store and --policy are ignored,
+but a MOUNTPOINT that does not exist and reads as a snapshot name (a bare
+digest; with --store, an alias) is told what to run instead.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		policyFile := policyFlag(fs)
@@ -49,7 +52,11 @@ unit; --wait waits out a refusal too. --store and --policy are ignored.`,
 		wait := fs.Duration("wait", 0, "MOUNTPOINT: ask again until the mount serves or `DURATION` has passed (0: ask once)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) == 1 && mountpointArg(args[0]) {
-				return mountStatus(ctx, out, args[0], *asJSON, *timeout, *wait)
+				err := mountStatus(ctx, out, args[0], *asJSON, *timeout, *wait)
+				if errors.Is(err, mountstatus.ErrNotExist) {
+					err = withHint(err, snapshotNameHint(args[0], *storeURL, fs.Changed("store")))
+				}
+				return err
 			}
 			hint := namesPath(args)
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST or MOUNTPOINT", 0)
@@ -89,6 +96,20 @@ func mountpointArg(arg string) bool {
 		return !errors.Is(err, iofs.ErrNotExist)
 	}
 	return true
+}
+
+// snapshotNameHint is the hint for a MOUNTPOINT arg of pinfs status that
+// does not exist but reads as a snapshot name: a bare digest (did you
+// mean sha256:…?) or, with --store given (only a snapshot needs one), an
+// alias (pinfs resolve). A missing mountpoint otherwise gets none.
+func snapshotNameHint(arg, storeURL string, storeGiven bool) string {
+	if h := meantDigest(arg); h != "" {
+		return h
+	}
+	if storeGiven && gate.CheckName(arg) == nil {
+		return snapshotHint(arg, storeURL)
+	}
+	return ""
 }
 
 // namesPath returns, when the one argument of pinfs status is a full

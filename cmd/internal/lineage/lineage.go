@@ -4,7 +4,6 @@ package lineage
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -110,17 +109,13 @@ func Log(ctx context.Context, g verify.Getter, d verify.Digest, fn func(Entry)) 
 		}
 		e := queue[0]
 		queue = queue[1:]
-		b, err := g.Get(ctx, verify.ManifestKey(e.Digest))
-		if err != nil {
-			err = fmt.Errorf("manifest %s: %w", e.Digest, err)
-		} else {
-			e.Manifest, err = verify.ParseManifest(e.Digest, b)
-		}
+		m, err := verify.FetchManifest(ctx, g, e.Digest) // bounded, and a missing one names pinfs list
 		if err != nil {
 			e.Err = err
 			fn(e)
 			continue
 		}
+		e.Manifest = m
 		fn(e)
 		for _, p := range e.Manifest.Parents {
 			if !seen[p] {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -104,5 +105,37 @@ func TestLogWalksParentsOnce(t *testing.T) {
 	}
 	if failed != 1 {
 		t.Errorf("%d failures, want 1", failed)
+	}
+}
+
+// boundedGetter holds one oversized manifest; it records the bound each
+// read asked for, and fails a read without one.
+type boundedGetter struct{ maxes []int64 }
+
+func (g *boundedGetter) Get(ctx context.Context, key string) ([]byte, error) {
+	return nil, errors.New("an unbounded Get of " + key)
+}
+
+func (g *boundedGetter) GetAtMost(ctx context.Context, key string, max int64) ([]byte, error) {
+	g.maxes = append(g.maxes, max)
+	return nil, store.TooLarge(key, max)
+}
+
+// TestLogReadsAManifestBounded: pinfs log reads each manifest at most
+// store.MaxManifest bytes itself, as verify.Fetch does, rather than rely
+// on the Getter's own bound (the stores bound Get by key kind; a wrapper
+// need not).
+func TestLogReadsAManifestBounded(t *testing.T) {
+	g := &boundedGetter{}
+	d := verify.Digest("sha256:" + strings.Repeat("0f", 32))
+	var got []Entry
+	if err := Log(t.Context(), g, d, func(e Entry) { got = append(got, e) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.maxes) != 1 || g.maxes[0] != store.MaxManifest {
+		t.Fatalf("Log read the manifest with bounds %v, want one read of at most %d bytes", g.maxes, store.MaxManifest)
+	}
+	if len(got) != 1 || !errors.Is(got[0].Err, store.ErrTooLarge) {
+		t.Fatalf("Log reported %+v, want the manifest too large", got)
 	}
 }

@@ -33,11 +33,28 @@ func CheckTransform(s string) error {
 // TransformAlternative is what to give pinfs pin instead of a --transform
 // s that CheckTransform refused: for a version such as harvest@v1, pinfs
 // derive, which takes one because its --check reruns the derivation; for
-// a tag, the image's digest (README, "Transform on pin and on derive").
+// a tag, the image's digest (README, "Transform on pin and on derive");
+// for a digest or commit cut short or in upper case, the same in full, in
+// lower case (a short hex may also be a version: both are named).
 func TransformAlternative(s string) string {
-	if derive.CheckVersion(s) == nil {
-		return fmt.Sprintf("a version such as %s is for pinfs derive --transform, whose --check reruns the derivation "+
-			"and catches a version that changed", verify.Printable(s))
+	forDerive := fmt.Sprintf("a version such as %s is for pinfs derive --transform, whose --check reruns the derivation "+
+		"and catches a version that changed", verify.Printable(s))
+	name, ref, _ := cutLast(s, "@")
+	n := verify.Printable(name)
+	lower := strings.ToLower(ref)
+	hex, sha := strings.CutPrefix(lower, "sha256:")
+	switch {
+	case name == "" || derive.CheckVersion(s) != nil:
+	case sha && len(hex) == 64 && isLowerHex(hex):
+		return fmt.Sprintf("a digest is in full, in lower case: %s@sha256:%s", n, hex)
+	case sha:
+		return fmt.Sprintf("a digest is in full, in lower case: %s@sha256:<64 hex>", n)
+	case isLowerHex(lower) && (len(lower) == 40 || len(lower) == 64):
+		return fmt.Sprintf("a commit is in full, in lower case: %s@%s", n, lower)
+	case isLowerHex(lower) && len(lower) >= 7 && len(lower) < 40:
+		return fmt.Sprintf("if %s is a short commit, give all of it (%s@<40 or 64 hex commit>); %s", verify.Printable(ref), n, forDerive)
+	default:
+		return forDerive
 	}
 	return fmt.Sprintf("name the image by its digest: %s@sha256:<64 hex>", verify.Printable(s))
 }

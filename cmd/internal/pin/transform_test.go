@@ -50,6 +50,14 @@ func TestTransformAlternative(t *testing.T) {
 		"harvest@v1": "a version such as harvest@v1 is for pinfs derive --transform, whose --check reruns the derivation " +
 			"and catches a version that changed",
 		"registry/harvest:v1": "name the image by its digest: registry/harvest:v1@sha256:<64 hex>",
+		// A digest or commit cut short or in upper case is not a version
+		// for derive: the alternative is the same digest in full.
+		"registry/harvest@sha256:5e1c":                        "a digest is in full, in lower case: registry/harvest@sha256:<64 hex>",
+		"registry/harvest@SHA256:" + strings.Repeat("0F", 32): "a digest is in full, in lower case: registry/harvest@sha256:" + strings.Repeat("0f", 32),
+		"github.com/acme/harvest@" + strings.Repeat("A1", 20): "a commit is in full, in lower case: github.com/acme/harvest@" + strings.Repeat("a1", 20),
+		"github.com/acme/harvest@1a2b3c4": "if 1a2b3c4 is a short commit, give all of it (github.com/acme/harvest@<40 or 64 hex commit>); " +
+			"a version such as github.com/acme/harvest@1a2b3c4 is for pinfs derive --transform, whose --check reruns the derivation " +
+			"and catches a version that changed",
 	} {
 		if got := TransformAlternative(in); got != want {
 			t.Errorf("TransformAlternative(%q) = %q, want %q", in, got, want)
