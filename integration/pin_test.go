@@ -192,7 +192,7 @@ func TestDirPinIntoS3Store(t *testing.T) {
 	os.WriteFile(filepath.Join(src, "big"), randomBytes(t, 200_000), 0o644)
 	os.WriteFile(filepath.Join(src, "small"), []byte("s"), 0o644)
 	d := mustPinfs(t, env, "pin", src, "--store", "s3://store/p").lastLine()
-	ls := mustPinfs(t, env, "ls", d, "--store", "s3://store/p").stdout
+	ls := mustPinfs(t, env, "ls", d, "--store", "s3://store/p", "--long").stdout // --long: the full source
 	if strings.Count(ls, "s3://store/p/cas/blake3/") != 2 {
 		t.Errorf("directory members in an S3 store are not pinned S3 versions:\n%s", ls)
 	}
@@ -245,7 +245,7 @@ func TestPinListsAcrossPages(t *testing.T) {
 		}
 	}
 	d := mustPinfs(t, env, "pin", "s3://data/ds/", "--store", "s3://store/p").lastLine()
-	ls := mustPinfs(t, env, "ls", d, "--store", "s3://store/p").stdout
+	ls := mustPinfs(t, env, "ls", d, "--store", "s3://store/p", "--long").stdout // --long: the full source
 	if got := strings.Count(ls, "\n") - 1; got != n {
 		t.Fatalf("pinned %d members, want %d", got, n)
 	}
