@@ -11,8 +11,12 @@ RUN go mod download
 COPY . .
 # CGO_ENABLED=0: no libc, so the binary runs on any base image. -trimpath
 # keeps the build machine's paths out of it; -s -w drops the symbol table
-# and DWARF (stack traces keep function names and lines).
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/pinfs ./cmd/pinfs
+# and DWARF (stack traces keep function names and lines). -X stamps the
+# commit the image is built from (make image passes it as PINFS_REVISION),
+# which pinfs version, pinfs status and the run record's run_start report:
+# .git is not in the build context, so go build cannot stamp it itself.
+ARG PINFS_REVISION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/pinfs/pinfs/cmd/internal/buildinfo.revision=${PINFS_REVISION}" -o /out/pinfs ./cmd/pinfs
 
 FROM debian:12-slim
 # fuse3: fusermount3 (setuid root), which a non-root pinfs mounts through.

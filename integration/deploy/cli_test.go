@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -193,5 +194,26 @@ func TestRefusesUnknownFlags(t *testing.T) {
 		if err := parsesWithCLI(bin, args); err == nil {
 			t.Errorf("pinfs %q parsed", args)
 		}
+	}
+}
+
+// TestImageNamesItsRevision: the image's pinfs says which commit it was
+// built from, although its build context has no .git: the run record of a
+// sidecar mount names the build that served it (run_start's pinfs).
+func TestImageNamesItsRevision(t *testing.T) {
+	bin := dockerBinary(t)
+	out, err := exec.Command(bin, "version", "--json").Output()
+	if err != nil {
+		t.Fatalf("pinfs version --json: %v", err)
+	}
+	var v struct {
+		Version  string `json:"version"`
+		Revision string `json:"revision"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("pinfs version --json: %v: %s", err, out)
+	}
+	if v.Revision != imageRevision || v.Version == "" {
+		t.Errorf("the image's pinfs version --json says %s; want revision %s (the Dockerfile's PINFS_REVISION)", out, imageRevision)
 	}
 }

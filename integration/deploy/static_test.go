@@ -25,6 +25,13 @@ var built struct {
 	err  error
 }
 
+// buildArgs are the Dockerfile's build arguments as dockerBinary passes
+// them, the way make image does (--build-arg).
+var buildArgs = map[string]string{"PINFS_REVISION": imageRevision}
+
+// imageRevision stands for the commit make image passes.
+const imageRevision = "0123456789abcdef0123456789abcdef01234567"
+
 // TestMain removes the binary that dockerBinary built.
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -53,12 +60,23 @@ func dockerBinary(t testing.TB) string {
 		built.bin = filepath.Join(built.dir, "pinfs")
 		args := slices.Clone(b.args)
 		for i, a := range args {
+			// The build arguments (ARG) as make image passes them.
+			args[i] = os.Expand(a, func(name string) string {
+				if v, ok := buildArgs[name]; ok {
+					return v
+				}
+				built.err = errors.Join(built.err, fmt.Errorf("go build in the Dockerfile uses $%s, which is no build argument this test knows", name))
+				return ""
+			})
 			switch {
 			case a == "-o" && i+1 < len(args):
 				args[i+1] = built.bin
 			case strings.HasPrefix(a, "-o="):
 				args[i] = "-o=" + built.bin
 			}
+		}
+		if built.err != nil {
+			return
 		}
 		cmd := exec.CommandContext(context.Background(), "go", append([]string{"build"}, args...)...)
 		cmd.Dir, cmd.Env = root, append(os.Environ(), b.env...)

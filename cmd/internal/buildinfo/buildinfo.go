@@ -49,12 +49,23 @@ func (i Info) String() string {
 var (
 	once sync.Once
 	info Info
+
+	// revision is the VCS revision for a build that the toolchain could
+	// not stamp: the container image is built from sources without .git,
+	// so the Dockerfile passes the commit with
+	// -ldflags=-X github.com/pinfs/pinfs/cmd/internal/buildinfo.revision=….
+	revision string
 )
 
 // Get returns the running binary's build. It never fails: a binary built
 // without module support reports version "unknown".
 func Get() Info {
-	once.Do(func() { info = fromBuildInfo(debug.ReadBuildInfo()) })
+	once.Do(func() {
+		info = fromBuildInfo(debug.ReadBuildInfo())
+		if info.Revision == "" {
+			info.Revision = revision
+		}
+	})
 	return info
 }
 
