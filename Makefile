@@ -4,10 +4,13 @@ GO                := go
 VERSITYGW_VERSION := v1.8.0
 BIN               := $(CURDIR)/bin
 
-.PHONY: build tools vet test fuzz-smoke fuzz demo bench bench-deps image clean distclean
+.PHONY: build tools vet vet-race test fuzz-smoke fuzz demo bench bench-deps image clean distclean
 
+# build stamps the commit (and whether the tree was modified) into
+# bin/pinfs for pinfs version and the run record: -buildvcs=auto, also where
+# GOFLAGS turns VCS stamping off.
 build:
-	$(GO) build -o bin/pinfs ./cmd/pinfs
+	$(GO) build -buildvcs=auto -o bin/pinfs ./cmd/pinfs
 
 # tools installs the S3 server the integration tests run (integration/s3test).
 tools: bin/versitygw
@@ -19,18 +22,31 @@ bin/versitygw:
 vet:
 	$(GO) vet ./...
 
-# test: vet, every test with -race, then fuzz-smoke.
+# test: vet, every test with -race, then fuzz-smoke. It takes about 9 min
+# on a fresh clone here (2 cores; module cache warm, build cache empty),
+# about 5 once the build cache is warm.
 #
 # vet runs with -race: it compiles every package it checks, and in the
 # race build those are the very objects go test -race links next, so on a
 # fresh clone the module is compiled once for both, not twice (about two
 # minutes of compiling here). The files that build only without the race
 # detector (*race_off*) are checked by the plain `go vet` of `make vet`.
+# versitygw is built at the same time (-j2): each build leaves a core idle
+# at times (links, long dependency chains) that the other fills.
+#
+# TESTP is how many packages go test runs at once: the integration
+# packages mostly wait on servers, mounts and timeouts, so more than the
+# 2 cores of the machines this runs on keeps them busy.
+TESTP ?= 4
 test: export VERSITYGW := $(BIN)/versitygw
-test: tools
-	$(GO) vet -race ./...
-	$(GO) test -race -count=1 -timeout 10m ./...
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target tools vet-race
+	$(GO) test -race -count=1 -p $(TESTP) -timeout 10m ./...
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# vet-race is go vet in the race build (see test).
+vet-race:
+	$(GO) vet -race ./...
 
 # Fuzz targets: every `func FuzzX` in a _test.go file of the module, found
 # with grep so that a new one is run without editing this file. go test
@@ -102,6 +118,9 @@ bench: tools $(if $(filter 0,$(shell id -u)),bench-deps)
 
 # IMAGE is the tag that make image gives the container image.
 IMAGE ?= pinfs:dev
+# REVISION is the commit the image says it was built from (Dockerfile ARG
+# PINFS_REVISION); empty outside a git checkout.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 
 # image builds the Dockerfile (a static pinfs on debian:12-slim with fuse3)
 # with the first container builder that works: docker, then podman, then
@@ -114,7 +133,8 @@ image:
 		if ! command -v $$b >/dev/null 2>&1; then why="$$why; $$b: not installed"; continue; fi; \
 		if ! $$b info >/dev/null 2>&1; then why="$$why; $$b: no engine, $$b info fails"; continue; fi; \
 		echo "image: building $(IMAGE) with $$b"; \
-		if [ $$b = buildah ]; then buildah bud -t $(IMAGE) .; else $$b build -t $(IMAGE) .; fi; \
+		if [ $$b = buildah ]; then buildah bud --build-arg PINFS_REVISION=$(REVISION) -t $(IMAGE) .; \
+		else $$b build --build-arg PINFS_REVISION=$(REVISION) -t $(IMAGE) .; fi; \
 		exit $$?; \
 	done; \
 	echo "image: no container builder works here ($${why#; }); install docker, podman or buildah with an engine" >&2; \
