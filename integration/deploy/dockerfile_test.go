@@ -324,7 +324,7 @@ func TestRefusesBrokenDockerfiles(t *testing.T) {
 		{"older Go", edit("FROM golang:1.26 AS build", "FROM golang:1.25 AS build"), "older than go"},
 		{"cgo", edit("CGO_ENABLED=0 go build", "CGO_ENABLED=1 go build"), "without CGO_ENABLED=0"},
 		{"no trimpath", edit(" -trimpath", ""), "without -trimpath"},
-		{"no -s -w", edit(` -ldflags="-s -w"`, ""), `without -ldflags="-s -w"`},
+		{"no -s -w", edit(`-ldflags="-s -w -X`, `-ldflags="-X`), `without -ldflags="-s -w"`},
 		{"no go build", edit("go build", "go install"), "no RUN … go build"},
 		{"copied from elsewhere", edit("COPY --from=build /out/pinfs", "COPY --from=build /go/bin/pinfs"), "does not COPY --from=build /out/pinfs"},
 		{"no fuse3", edit(" fuse3 ", " "), "fuse3 and ca-certificates"},
