@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"os"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -26,6 +27,18 @@ type Reader interface {
 // successful open(2) of member i (the run record counts members opened).
 type Opener interface {
 	Opened(i int)
+}
+
+// Backer is an optional interface of Reader, for FUSE passthrough: Backing
+// returns a file that holds exactly member i's bytes, verified, opened
+// read-only, for the kernel to read from directly (reads of such an open
+// never reach the daemon), or ok false when there is none (the open is
+// served through ReadAt). The caller closes the file. PassedThrough is
+// called once for every open the kernel serves from a backing file, in
+// place of Opener's Opened: the member counts as opened and read in full.
+type Backer interface {
+	Backing(ctx context.Context, i int) (f *os.File, ok bool)
+	PassedThrough(i int)
 }
 
 // Options configure the tree.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // tmpPrefix starts the name of a block file that is still being written
@@ -359,6 +361,37 @@ func (d *Disk) Remove(k Key) {
 		if isBlockSize(info.Size()) {
 			t.bytes -= info.Size()
 			t.blocks--
+		}
+		d.removed.Add(1)
+		return nil
+	})
+}
+
+// MemberPath returns the name of the whole-member file of the member with
+// content digest dg: <dir>/<hex[:2]>/<hex>, a file of exactly the member's
+// bytes, mode 0400, once all its blocks are in the tier. The file may be
+// missing, partial or damaged: the tier verifies nothing, and its caller
+// verifies the whole file before it trusts it (store/blocks's Backing).
+func (d *Disk) MemberPath(dg b3.Sum) string {
+	h := dg.Hex()
+	return filepath.Join(d.dir, h[:2], h)
+}
+
+// RemoveMember removes dg's whole-member file, for example after it
+// failed verification, and takes its bytes off the directory's totals.
+func (d *Disk) RemoveMember(dg b3.Sum) {
+	if !d.enabled() || d.lock == nil {
+		return
+	}
+	p := d.MemberPath(dg)
+	d.locked(func(t *totals) error {
+		info, err := os.Lstat(p)
+		if err != nil || os.Remove(p) != nil {
+			return nil
+		}
+		if info.Mode().IsRegular() {
+			t.bytes -= info.Size()
+			t.blocks -= (info.Size() + BlockSize - 1) / BlockSize
 		}
 		d.removed.Add(1)
 		return nil
