@@ -1,9 +1,9 @@
 package fs
 
 import (
-	"os"
 	"context"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
