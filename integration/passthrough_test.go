@@ -227,6 +227,38 @@ func TestPassthroughDetectsAChangedCacheFile(t *testing.T) {
 	}
 }
 
+// TestPassthroughChangedWhileOpen: a whole-member file that changes while
+// an open of it is live (the kernel reads it for that open, which keeps
+// the bytes it was handed) must not be handed to a new open unverified:
+// the new open is served the pinned bytes or fails with EIO, never the
+// changed bytes, and the mismatch is recorded.
+func TestPassthroughChangedWhileOpen(t *testing.T) {
+	t.Parallel()
+	f := pinFixture(t)
+	cache := filepath.Join(f.work, "cache")
+	p := f.warmMember(t, cache, big)
+	dir, _ := f.mountPT(t, cache, filepath.Join(f.work, "run.jsonl"))
+	fh, err := os.Open(filepath.Join(dir, big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	if _, pt := ptStatus(t, dir); pt.Opens != 1 {
+		t.Fatalf("the open of the warmed %s was not handed over: passthrough %+v", big, pt)
+	}
+	flip(t, p, 1<<20+7)
+	b, err := readFile(t, filepath.Join(dir, big))
+	switch {
+	case err == nil && !bytes.Equal(b, f.data[big]):
+		t.Errorf("a new open of %s, changed on disk while another open was live, read %d bytes that are not the pinned ones", big, len(b))
+	case err != nil && !errors.Is(err, syscall.EIO):
+		t.Errorf("a new open of %s, changed on disk while another open was live: %v, want the pinned bytes or EIO", big, err)
+	}
+	if st, _ := ptStatus(t, dir); st.IntegrityEvents.Mismatch < 1 {
+		t.Errorf("no mismatch counted for a cache file changed while open: %+v", st.IntegrityEvents)
+	}
+}
+
 // TestPassthroughRefusesABadCacheFile: a whole-member file that holds the
 // member's exact bytes but is a symbolic link, belongs to another user,
 // is longer than the member, has mode 0644, or sits in a blocks dir that
