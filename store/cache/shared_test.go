@@ -18,7 +18,8 @@ import (
 	"github.com/pinfs/pinfs/store/cache/cachetest"
 )
 
-// dirBytes sums the sizes of the block files under dir.
+// dirBytes sums the bytes the member files under dir hold: a whole
+// file's size, the blocks present in a partial file.
 func dirBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var n int64
@@ -29,10 +30,16 @@ func dirBytes(t testing.TB, dir string) int64 {
 		if err != nil {
 			return err
 		}
-		if _, ok := parseName(e.Name()); ok && e.Type().IsRegular() {
-			if info, err := e.Info(); err == nil {
-				n += info.Size()
+		h, part := strings.CutSuffix(e.Name(), partSuffix)
+		if !isHex(h, 64) || !e.Type().IsRegular() {
+			return nil
+		}
+		if part {
+			if held, _, err := partHeld(p); err == nil {
+				n += held
 			}
+		} else if info, err := e.Info(); err == nil {
+			n += info.Size()
 		}
 		return nil
 	})
@@ -61,10 +68,10 @@ func sharedBudget(t *testing.T, dir string) {
 		d *Disk
 		k Key
 	}{{b, ka}, {a, kb}} {
-		if !c.d.Has(c.k) {
+		if !c.d.Has(c.k, bs) {
 			t.Errorf("Has(%v): a block the other Disk wrote is not found", c.k)
 		}
-		if got, ok := c.d.Get(c.k); !ok || !bytes.Equal(got, block(c.k, bs)) {
+		if got, ok := c.d.Get(c.k, bs); !ok || !bytes.Equal(got, block(c.k, bs)) {
 			t.Errorf("Get(%v) = %v: a block the other Disk wrote is not served", c.k, ok)
 		}
 	}
@@ -123,7 +130,7 @@ func TestDiskUncreatableDir(t *testing.T) {
 	if err := put(d, k, block(k, 100)); err != nil {
 		t.Fatalf("Put into a disabled tier: %v", err)
 	}
-	if _, ok := d.Get(k); ok {
+	if _, ok := d.Get(k, 100); ok {
 		t.Fatal("hit in a tier that could not be created")
 	}
 	if !strings.Contains(buf.String(), "disk cache disabled") {
@@ -145,13 +152,13 @@ func TestDiskReadOnlyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	if b, ok := d.Get(old); !ok || !bytes.Equal(b, block(old, 100)) {
+	if b, ok := d.Get(old, 100); !ok || !bytes.Equal(b, block(old, 100)) {
 		t.Fatalf("Get of a block already there = %v", ok)
 	}
 	for i := range 3 {
 		k := key(2+i, 0)
 		put(d, k, block(k, 100))
-		if _, ok := d.Get(k); ok {
+		if _, ok := d.Get(k, 100); ok {
 			t.Fatal("hit for a block that could not be written")
 		}
 	}
@@ -175,7 +182,7 @@ func TestDiskFullDir(t *testing.T) {
 	for i := range 3 {
 		k := key(i, 0)
 		put(d, k, block(k, 64<<10))
-		if _, ok := d.Get(k); ok {
+		if _, ok := d.Get(k, 64<<10); ok {
 			t.Fatal("hit for a block a full file system could not take")
 		}
 	}

@@ -101,7 +101,7 @@ func (s *snapshot) cachedBytes(t *testing.T, dir, path string) int64 {
 	want := s.files[path]
 	var n int64
 	for i := int64(0); i*blocks.BlockSize < int64(len(want)); i++ {
-		b, ok := disk.Get(cache.Key{Digest: b3.Of(want), Index: i})
+		b, ok := disk.Get(cache.Key{Digest: b3.Of(want), Index: i}, int64(len(want)))
 		if !ok {
 			continue
 		}
@@ -189,7 +189,7 @@ func TestRunFailsOnTamperedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	if disk.Has(cache.Key{Digest: sum, Index: 2}) {
+	if disk.Has(cache.Key{Digest: sum, Index: 2}, int64(len(s.files["train/big.bin"]))) {
 		t.Error("the tampered block is in the disk cache")
 	}
 }
