@@ -151,6 +151,16 @@ func TestRunWarmsTheSelection(t *testing.T) {
 		if got := s.cachedBytes(t, dir, p); got != int64(len(b)) {
 			t.Errorf("%s: %d of %d bytes cached", p, got, len(b))
 		}
+		if len(b) == 0 {
+			continue
+		}
+		// Each member warmed is one whole-member file, 0400, of its size:
+		// what the open path hands to the kernel.
+		h := b3.Of(b).Hex()
+		info, err := os.Lstat(filepath.Join(dir, "blocks", h[:2], h))
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o400 || info.Size() != int64(len(b)) {
+			t.Errorf("%s: no whole-member file of %d bytes, mode 0400, after warm: %v, %v", p, len(b), info, err)
+		}
 	}
 }
 
