@@ -178,7 +178,7 @@ func writeAll(fd int, b []byte) error {
 			continue
 		}
 		if err != nil {
-			return &fs.PathError{Op: "write", Path: "block file", Err: err}
+			return &fs.PathError{Op: "write", Path: "member file", Err: err}
 		}
 		b = b[n:]
 	}
