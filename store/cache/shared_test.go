@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,5 +239,65 @@ func TestDiskSharedProcesses(t *testing.T) {
 	}
 	if st := openDisk(t, dir, 10*BlockSize).Stats(); st.Bytes != dirBytes(t, dir) {
 		t.Fatalf("totals %+v, %d bytes in files", st, dirBytes(t, dir))
+	}
+}
+
+// sameMemberEnv names the directory a child process of
+// TestDiskSameMemberProcesses writes one shared member into.
+const sameMemberEnv = "PINFS_CACHE_TEST_SAME_MEMBER_DIR"
+
+// sameMember is the member both children write.
+func sameMember() (Key, []byte) {
+	k := key(42, 0)
+	return k, memberData(k, 12*BlockSize+10)
+}
+
+// TestDiskSameMemberChild is the child of TestDiskSameMemberProcesses; run
+// directly, it does nothing.
+func TestDiskSameMemberChild(t *testing.T) {
+	dir := os.Getenv(sameMemberEnv)
+	if dir == "" {
+		return
+	}
+	d := openDisk(t, dir, 64*BlockSize)
+	k, data := sameMember()
+	for n, i := range rand.Perm(int(numBlocks(int64(len(data))))) {
+		if err := d.Put(Key{k.Digest, int64(i)}, int64(len(data)), blockOf(data, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+		if n%2 == 1 {
+			d.Flush()
+		}
+	}
+}
+
+// Two processes writing the same member at once end with one whole-member
+// file of the right bytes, and totals that count it once.
+func TestDiskSameMemberProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskSameMemberChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), sameMemberEnv+"="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("child: %v\n%s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	k, data := sameMember()
+	// The totals the children kept, before a listing corrects them.
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(dir, usageAttr, buf); err != nil || string(buf[:n]) != fmt.Sprintf("%d 13", len(data)) {
+		t.Fatalf("totals kept %q (%v), want %d bytes in 13 blocks", buf[:max(n, 0)], err, len(data))
+	}
+	d := openDisk(t, dir, 64*BlockSize)
+	checkWhole(t, d, k, data)
+	if got := files(t, dir); len(got) != 1 {
+		t.Fatalf("files %v, want the whole-member file alone", got)
+	}
+	if st := d.Stats(); st.Bytes != int64(len(data)) || st.Blocks != 13 {
+		t.Fatalf("totals %+v, want %d bytes in 13 blocks", st, len(data))
 	}
 }
