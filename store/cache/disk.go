@@ -137,7 +137,7 @@ type DiskStats struct {
 	Blocks       int64 // blocks held now in the directory
 	Evictions    int64 // blocks evicted to stay within the budget (with their members)
 	Writes       int64 // blocks written
-	Removed      int64 // blocks dropped by Remove or found unreadable
+	Removed      int64 // blocks, or whole member files, dropped by Remove(Member) or found unreadable
 	WriteErrors  int64 // blocks that could not be written
 	Dropped      int64 // blocks not written because the write queue was full
 }

@@ -12,8 +12,9 @@ import (
 // Write-behind. Put hands a block to the Disk's writer goroutine and
 // returns: the read path never waits for a file create, a rename or the
 // directory's lock. The writer takes what is queued in batches, writes
-// each block to an unnamed file, then names the whole batch
-// and updates the directory's totals under one hold of the lock.
+// each member of one block to an unnamed file, then, under one hold of the
+// lock, names those, writes the blocks of larger members into their
+// partial files and updates the directory's totals.
 
 const (
 	// maxQueued bounds the bytes of blocks accepted by Put and not yet
