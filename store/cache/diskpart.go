@@ -59,7 +59,14 @@ func (d *Disk) writePartLocked(t *totals, ps []*pending) ([]*pending, error) {
 	if err != nil {
 		return live, fmt.Errorf("open %s: %w", part, err)
 	}
+	// empty: the file records no block (new, or its trailer unreadable).
+	// Such a file is removed rather than left for a listing (a full disk
+	// would otherwise keep one per member it refused).
+	empty := true
 	defer func() {
+		if empty {
+			os.Remove(part)
+		}
 		if fd >= 0 {
 			unix.Close(fd)
 		}
@@ -68,6 +75,8 @@ func (d *Disk) writePartLocked(t *totals, ps []*pending) ([]*pending, error) {
 	if err != nil {
 		return live, err
 	}
+	_, held := tr.held()
+	empty = held == 0
 	var added, addedBlocks int64
 	var failed []*pending
 	for _, p := range live {
@@ -90,6 +99,7 @@ func (d *Disk) writePartLocked(t *totals, ps []*pending) ([]*pending, error) {
 		// The bits are not recorded: the blocks written are not there.
 		return live, werr
 	}
+	empty = false
 	t.bytes += added
 	t.blocks += addedBlocks
 	d.writes.Add(addedBlocks)

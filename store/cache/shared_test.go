@@ -196,6 +196,23 @@ func TestDiskFullDir(t *testing.T) {
 	if len(files(t, dir)) != 1 {
 		t.Fatalf("a failed Put left files: %v", files(t, dir))
 	}
+	// The blocks of a larger member, written into a partial file, fail the
+	// same way, and leave no partial file behind.
+	k := key(9, 0)
+	data := memberData(k, 3*BlockSize)
+	putMember(t, d, k, data, []int64{0, 1, 2})
+	if d.Has(Key{k.Digest, 1}, 3*BlockSize) {
+		t.Fatal("hit for a block a full file system could not take")
+	}
+	if st := d.Stats(); st.WriteErrors != 6 || st.Writes != 0 {
+		t.Fatalf("stats %+v, want 6 write errors", st)
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, buf)
+	}
+	if len(files(t, dir)) != 1 {
+		t.Fatalf("a failed Put left files: %v", files(t, dir))
+	}
 }
 
 // childEnv names the directory a child process of TestDiskSharedProcesses
