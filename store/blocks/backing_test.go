@@ -336,3 +336,22 @@ func TestBackingNotRecorded(t *testing.T) {
 		t.Fatalf("events %+v, want the owed mismatch From disk", evs)
 	}
 }
+
+// TestBackingEveryByte: one flipped byte anywhere fails the file, in a
+// member of one block and in every worker's share of a larger one.
+func TestBackingEveryByte(t *testing.T) {
+	big := int64(2*verifyChunk + 3*BlockSize + 123)
+	for _, c := range []struct{ size, at int64 }{
+		{1000, 999}, {BlockSize, 0},
+		{big, 0}, {big, verifyChunk - 1}, {big, verifyChunk}, {big, 2*verifyChunk + 5}, {big, big - 1},
+	} {
+		e := newBackingEnv(t)
+		m := e.member(c.size)
+		bad := bytes.Clone(e.data[m.Digest])
+		bad[c.at] ^= 0x80
+		e.put(m, bad)
+		if _, err := e.r.Backing(context.Background(), m); !errors.Is(err, b3.ErrMismatch) {
+			t.Fatalf("size %d, byte %d flipped: %v, want b3.ErrMismatch", c.size, c.at, err)
+		}
+	}
+}
