@@ -250,10 +250,18 @@ func TestBackingCanceled(t *testing.T) {
 	e.obs.Fail = func() error { <-release; return nil }
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, err := e.r.Backing(ctx, m); !errors.Is(err, ErrNoBacking) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("%v, want ErrNoBacking wrapping the deadline", err)
+	done := make(chan error, 1)
+	go func() { _, err := e.r.Backing(ctx, m); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNoBacking) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v, want ErrNoBacking wrapping the deadline", err)
+		}
+		close(release)
+	case <-time.After(5 * time.Second):
+		close(release)
+		t.Fatal("Backing did not return when its ctx ended")
 	}
-	close(release)
 	e.handOver(m)
 	if s := e.r.Stats(); s.PassthroughVerified != 1 {
 		t.Fatalf("%d verifications, want 1", s.PassthroughVerified)
