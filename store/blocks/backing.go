@@ -1,6 +1,7 @@
 package blocks
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -258,7 +259,7 @@ func (r *Reader) verifyBacking(ctx context.Context, f *os.File, m *Member) (stam
 		switch {
 		case oerr != nil:
 			return stamp{}, fmt.Errorf("%w: %w", ErrNoBacking, oerr)
-		case string(fresh) != string(ob):
+		case !bytes.Equal(fresh, ob):
 			err = r.verifyFile(ctx, f, m, fresh, verifyWorkers())
 		}
 	}
