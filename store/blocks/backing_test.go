@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -360,6 +362,39 @@ func TestBackingEveryByte(t *testing.T) {
 		e.put(m, bad)
 		if _, err := e.r.Backing(context.Background(), m); !errors.Is(err, b3.ErrMismatch) {
 			t.Fatalf("size %d, byte %d flipped: %v, want b3.ErrMismatch", c.size, c.at, err)
+		}
+	}
+}
+
+// TestBackingStampFields: a recorded stamp that differs from the file's
+// in any one field has the file verified again. (A change on disk moves
+// ctime along with the others; this checks each field on its own.)
+func TestBackingStampFields(t *testing.T) {
+	e := newBackingEnv(t)
+	m := e.member(2 * BlockSize)
+	p := e.put(m, e.data[m.Digest])
+	e.handOver(m)
+	rec, _ := e.r.stamps.Get(m.Digest)
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	if want := (stamp{st.Dev, st.Ino, st.Size, st.Mtim, st.Ctim}); rec != want {
+		t.Fatalf("recorded stamp %+v, the file's %+v", rec, want)
+	}
+	for i, change := range []func(s *stamp){
+		func(s *stamp) { s.dev++ },
+		func(s *stamp) { s.ino++ },
+		func(s *stamp) { s.size++ },
+		func(s *stamp) { s.mtime.Nsec ^= 1 },
+		func(s *stamp) { s.ctime.Nsec ^= 1 },
+	} {
+		s := rec
+		change(&s)
+		e.r.stamps.Put(m.Digest, s)
+		e.handOver(m)
+		if got := e.r.Stats().PassthroughVerified; got != int64(i+2) {
+			t.Fatalf("field %d: %d verifications, want %d", i, got, i+2)
 		}
 	}
 }
