@@ -70,7 +70,9 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 		return nil, err
 	}
 	p := r.disk.MemberPath(m.Digest)
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK: opening a FIFO put there would otherwise wait for a
+	// writer; it is cleared once the file is known to be a regular one.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	switch {
 	case err == unix.ENOENT:
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoBacking, p, fs.ErrNotExist)
@@ -83,6 +85,9 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), p)
 	st, err := r.checkFile(f, m)
+	if err == nil {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, 0)
+	}
 	if err == nil {
 		if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
 			r.st.backHanded.Add(1)

@@ -60,6 +60,9 @@ func (e *backingEnv) handOver(m *Member) {
 		e.t.Fatalf("Backing(%s): %v", m.Path, err)
 	}
 	defer f.Close()
+	if fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+		e.t.Fatalf("Backing(%s): file flags %#x (%v), want O_NONBLOCK cleared", m.Path, fl, err)
+	}
 	got, err := io.ReadAll(f)
 	if err != nil {
 		e.t.Fatal(err)
@@ -165,6 +168,7 @@ func TestBackingRefused(t *testing.T) {
 		{"mode 0444", func(e *backingEnv, m *Member, p string) { os.Chmod(p, 0o444) }, false},
 		{"mode 04400", func(e *backingEnv, m *Member, p string) { os.Chmod(p, 0o400|os.ModeSetuid) }, false},
 		{"directory", func(e *backingEnv, m *Member, p string) { os.Remove(p); os.Mkdir(p, 0o400) }, false},
+		{"fifo", func(e *backingEnv, m *Member, p string) { os.Remove(p); unix.Mkfifo(p, 0o400) }, false},
 		{"other owner", func(e *backingEnv, m *Member, p string) {
 			if os.Geteuid() != 0 {
 				t.Skip("chown needs root")
