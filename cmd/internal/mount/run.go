@@ -88,6 +88,12 @@ type Config struct {
 	// ProbeTimeout bounds the check of the store a mount makes before it
 	// serves (checkStore; zero: 10 s).
 	ProbeTimeout time.Duration
+
+	// Passthrough lets the kernel serve an open of a member whose
+	// verified whole-member file is in the disk tier from that file (FUSE
+	// passthrough), once a probe after mounting shows that it takes
+	// backing files (passthrough.go). False serves every read as before.
+	Passthrough bool
 }
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
@@ -166,8 +172,10 @@ func Run(ctx context.Context, c Config) (err error) {
 		seed(ctx, c, rec, snap.Table(), tracker)
 	}
 	limitMemory(c.CacheMem, br.Stats().ReadaheadBudget, snap.Table().Len(), log)
+	pt, ptTree, ptReason := passthroughOf(&c)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
+	mx.WatchPassthrough(pt)
 	mx.SetLogger(log)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
@@ -185,17 +193,19 @@ func Run(ctx context.Context, c Config) (err error) {
 	status := &mountstatus.Source{ // pinfs status MOUNTPOINT reads it from the root's xattr
 		Mountpoint: c.Mountpoint, Digest: string(c.Digest), RunID: runID, Store: c.Store.String(), CacheDir: c.CacheDir,
 		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
-		StoreError: storeError(watched),
+		StoreError: storeError(watched), Passthrough: passthroughStatus(pt),
 	}
 	// pinfs run show asks for the consumed set so far, in its own attributes.
 	live := &mountstatus.Consumed{Encode: func() string { return tracker.Set().Encode() }}
-	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
-		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr})
+	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx, log: log},
+		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr,
+			Passthrough: ptTree})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
 		br.Close()
 		return fmt.Errorf("mount %s: %w", c.Mountpoint, err)
 	}
+	probePassthrough(server, pt, disk.Dir(), ptReason, log)
 	fmt.Fprintf(c.Out, "run %s serving %s at %s\n", runID, c.Digest, c.Mountpoint)
 	log.Info("serving", "mountpoint", c.Mountpoint,
 		"members", snap.Table().Len(), "resumed", rec.Resumed())
@@ -213,7 +223,9 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	end := context.WithoutCancel(ctx)
 	emitConsumed(end, rec, tracker, log)
-	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
+	tot := totals(br.Stats(), tracker.MembersOpened())
+	tot.PassthroughOpens = pt.Status().Opens
+	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: tot})
 }
 
 // spoolDir is where a mount with cache directory cacheDir spools run
@@ -294,13 +306,16 @@ func (c *Config) flushInterval() time.Duration {
 }
 
 // emitConsumed writes what t recorded since the last call as a consumed
-// delta. A delta that could not be written goes back into t, for the next.
+// delta, with the members served by passthrough since the last call. A
+// delta that could not be written goes back into t, for the next.
 // An empty one is written too: it says the mount is alive (pinfs run list
 // tells a crashed mount on another host by its silence).
 func emitConsumed(ctx context.Context, rec *runrecord.Record, t *consumed.Tracker, log *slog.Logger) {
-	d := t.Delta()
-	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Set: d.Encode()}); err != nil {
+	d, pt := t.Delta(), t.PassthroughDelta()
+	e := runrecord.Event{Event: runrecord.ConsumedSet, Set: d.Encode(), Passthrough: consumed.EncodeMembers(pt)}
+	if err := rec.Emit(ctx, e); err != nil {
 		t.Requeue(d)
+		t.RequeuePassthrough(pt)
 		log.Warn("run record: consumed set", "err", err)
 	}
 }
@@ -377,6 +392,7 @@ type files struct {
 	members *verify.Table
 	tracker *consumed.Tracker
 	metrics *metrics.Metrics
+	log     *slog.Logger
 }
 
 var (
