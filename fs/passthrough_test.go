@@ -89,17 +89,17 @@ func (r *backReader) counts(i int) (reads, backings, passed int) {
 	return r.reads[i], r.backings[i], r.passed[i]
 }
 
-// mountPassthrough mounts snap served by r with o and returns the mount
-// point and the server.
-func mountPassthrough(t testing.TB, root gofs.InodeEmbedder) (string, *fuse.Server) {
+// mountPassthrough mounts root and returns the mount point, the server
+// and a function that unmounts early (the test's end does otherwise).
+func mountPassthrough(t testing.TB, root gofs.InodeEmbedder) (string, *fuse.Server, func()) {
 	t.Helper()
 	var srv *fuse.Server
-	dir, _ := mountWith(t, root, func(dir string, root gofs.InodeEmbedder) (*fuse.Server, error) {
+	dir, unmount := mountWith(t, root, func(dir string, root gofs.InodeEmbedder) (*fuse.Server, error) {
 		s, err := Mount(dir, root, MountOptions{})
 		srv = s
 		return s, err
 	})
-	return dir, srv
+	return dir, srv, unmount
 }
 
 // probeOn probes p with a file of dir, and skips the test where this
@@ -196,7 +196,7 @@ func TestPassthroughOpen(t *testing.T) {
 	opts := testOptions()
 	opts.Passthrough = pt
 	root := NewRoot(snap, r, opts)
-	dir, srv := mountPassthrough(t, root)
+	dir, srv, _ := mountPassthrough(t, root)
 	probeOn(t, pt, srv)
 
 	for range 2 {
@@ -234,7 +234,7 @@ func TestPassthroughModesDoNotMix(t *testing.T) {
 	opts := testOptions()
 	opts.Passthrough = pt
 	root := NewRoot(snap, r, opts)
-	dir, srv := mountPassthrough(t, root)
+	dir, srv, _ := mountPassthrough(t, root)
 	p := filepath.Join(dir, ps[i])
 
 	// Off until probed: a cached open, and Backing is not asked.
@@ -305,7 +305,7 @@ func TestPassthroughDisabled(t *testing.T) {
 			r := newBackReader(t, data, i)
 			opts := testOptions()
 			opts.Passthrough = c.pt
-			dir, srv := mountPassthrough(t, NewRoot(snap, r, opts))
+			dir, srv, _ := mountPassthrough(t, NewRoot(snap, r, opts))
 			if c.off {
 				probeOn(t, c.pt, srv)
 				c.pt.Off(ReasonDisabled)
