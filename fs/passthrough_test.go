@@ -224,7 +224,8 @@ func TestPassthroughOpen(t *testing.T) {
 // mode differs from the live opens of the inode, so a cached open live
 // keeps a second open cached (Backing is not even asked), a passthrough
 // open live keeps a second open passthrough even when the backing file is
-// gone meanwhile, and both read the right bytes.
+// gone meanwhile, and both read the right bytes; once they are released,
+// a cached open works again.
 func TestPassthroughModesDoNotMix(t *testing.T) {
 	snap, data := snapshot(t, fixture)
 	ps := paths(t, fixture)
@@ -286,6 +287,16 @@ func TestPassthroughModesDoNotMix(t *testing.T) {
 	}
 	third.Close()
 	fourth.Close()
+	waitReleased(t, root, dir, ps[i])
+
+	// Every passthrough open released: with no backing file the next open
+	// is a cached one, and the kernel takes it.
+	if got := readAll(t, p); !bytes.Equal(got, data[i]) {
+		t.Fatalf("a cached open after the passthrough ones: %d bytes differ", len(got))
+	}
+	if reads, _, _ := r.counts(i); reads == readsBefore {
+		t.Error("a cached open after the passthrough ones was served without ReadAt")
+	}
 	waitReleased(t, root, dir, ps[i])
 }
 
