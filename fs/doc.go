@@ -78,7 +78,10 @@
 // none live asks Backing. Passthrough opens of a node share one backing
 // file, closed with the last of them; the kernel holds its own reference,
 // so closing or removing it never breaks an open. A passthrough open does
-// not set FOPEN_KEEP_CACHE: its page cache is the backing file's. Without
+// not set FOPEN_KEEP_CACHE: its page cache is the backing file's. A READ
+// of a passthrough open shows that go-fuse failed to register its file
+// (and so turned backing files off for the mount): the switch goes off
+// too, logged once. Without
 // Options.Passthrough, open handles nothing and counts nothing, as before.
 //
 // # Read-only

@@ -94,7 +94,10 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // Errno. The Reader must produce everything up to the member's size: a
 // short read before the end would make the kernel shrink the file, so it
 // is EIO.
-func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (f *file) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if _, ok := fh.(*passthroughHandle); ok {
+		f.t.passthroughRefused()
+	}
 	size := f.t.ms.Size(f.i)
 	if off < 0 {
 		return nil, syscall.EINVAL

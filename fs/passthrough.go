@@ -17,10 +17,11 @@ import (
 // Probe has said whether the kernel takes backing files, and the open path
 // offers none until it has. It is safe for concurrent use.
 type Passthrough struct {
-	on     atomic.Bool
-	reason atomic.Pointer[string]
-	opens  atomic.Int64
-	bytes  atomic.Int64
+	on      atomic.Bool
+	reason  atomic.Pointer[string]
+	opens   atomic.Int64
+	bytes   atomic.Int64
+	refused atomic.Bool // the kernel read through the daemon for a passthrough open
 }
 
 // PassthroughStatus is what a mount reports of its passthrough opens.
@@ -54,6 +55,20 @@ func (p *Passthrough) enabled() bool { return p != nil && p.on.Load() }
 func (p *Passthrough) counted(size int64) {
 	p.opens.Add(1)
 	p.bytes.Add(size)
+}
+
+// passthroughRefused is called for a READ of a passthrough open, which
+// the kernel never sends when it took the backing file: go-fuse failed to
+// register it and so turned backing files off for the whole mount without
+// a word. It turns the switch off too, so that status says so and new
+// files are served as cached opens, and logs it once.
+func (t *tree) passthroughRefused() {
+	p := t.opts.Passthrough
+	if p.refused.Swap(true) {
+		return
+	}
+	p.Off(ReasonRefused)
+	t.log.Info("passthrough off", "reason", ReasonRefused)
 }
 
 // opens is a file node's live opens. The kernel refuses (EIO) an open in

@@ -18,6 +18,7 @@ const (
 	ReasonKernel   = "the kernel did not offer FUSE passthrough (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH)"
 	ReasonNoAdmin  = "no CAP_SYS_ADMIN: the kernel takes backing files only from root"
 	ReasonStacked  = "the cache dir is on a stacked file system (overlayfs): FUSE passthrough's stacking depth is exceeded"
+	ReasonRefused  = "the kernel refused a member's backing file after the probe (go-fuse then turns backing files off for the mount)"
 )
 
 // backingRegistrar is the part of *fuse.Server that Probe uses.

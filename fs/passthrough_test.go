@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -333,5 +334,45 @@ func TestPassthroughDisabled(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPassthroughRefusedAfterProbe: a READ of a passthrough open means
+// the kernel did not take the backing file (go-fuse then turns backing
+// files off for good): the switch goes off with its reason, logged once,
+// and the read is served.
+func TestPassthroughRefusedAfterProbe(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	ps := paths(t, fixture)
+	i := memberIndex(t, ps, "train/part-000.jsonl")
+	r := newBackReader(t, data, i)
+	pt := &Passthrough{}
+	var logs bytes.Buffer
+	opts := testOptions()
+	opts.Passthrough = pt
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+	if _, err := os.Stat(filepath.Join(dir, ps[i])); err != nil {
+		t.Fatal(err)
+	}
+	f := fileNode(t, root, dir, ps[i])
+	h := &passthroughHandle{f: f}
+	for range 2 {
+		buf := make([]byte, 4096)
+		res, errno := f.Read(context.Background(), h, buf, 0)
+		if errno != 0 {
+			t.Fatalf("read: %v", errno)
+		}
+		if got, _ := res.Bytes(buf); !bytes.Equal(got, data[i][:4096]) {
+			t.Fatal("read: bytes differ")
+		}
+	}
+	if st := pt.Status(); st.Enabled || st.Reason != ReasonRefused {
+		t.Errorf("status %+v, want off with reason %q", st, ReasonRefused)
+	}
+	if n := strings.Count(logs.String(), `msg="passthrough off"`); n != 1 || !strings.Contains(logs.String(), ReasonRefused) {
+		t.Errorf("%d passthrough off lines, want 1 with the reason:\n%s", n, logs.String())
 	}
 }

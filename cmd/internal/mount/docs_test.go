@@ -43,7 +43,7 @@ func TestDocsPassthroughReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{fs.ReasonDisabled, fs.ReasonNoDisk, fs.ReasonKernel, fs.ReasonNoAdmin, fs.ReasonStacked} {
+	for _, r := range []string{fs.ReasonDisabled, fs.ReasonNoDisk, fs.ReasonKernel, fs.ReasonNoAdmin, fs.ReasonStacked, fs.ReasonRefused} {
 		if !strings.Contains(string(doc), "`passthrough off` `reason=\""+r+"\"`") {
 			t.Errorf("docs/mount.md lacks the log line passthrough off reason=%q", r)
 		}
