@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
-	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
 	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
@@ -28,7 +26,6 @@ import (
 	"github.com/pinfs/pinfs/store/health"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
-	"github.com/pinfs/pinfs/verify/b3"
 	"github.com/pinfs/pinfs/verify/sign"
 )
 
@@ -369,75 +366,6 @@ func limitMemory(cacheMem, readahead int64, members int, log *slog.Logger) {
 	debug.SetMemoryLimit(limit)
 	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem, "readahead_budget", readahead)
 }
-
-// blockMember converts verified member i for the block reader. It is
-// made for each read rather than kept for every member of the snapshot.
-func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
-	m := ms.Member(i)
-	d, err := b3.Parse(m.Digest)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	obj, err := check.Object(&m)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}, nil
-}
-
-// files serves member i of the snapshot through the block reader and
-// records what was read for the consumed set.
-type files struct {
-	blocks  *blocks.Reader
-	members *verify.Table
-	tracker *consumed.Tracker
-	metrics *metrics.Metrics
-	log     *slog.Logger
-}
-
-var (
-	_ fs.Reader      = (*files)(nil)
-	_ fs.SliceReader = (*files)(nil)
-	_ fs.Opener      = (*files)(nil)
-)
-
-func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
-	start := time.Now()
-	m, err := blockMember(f.members, i)
-	if err != nil {
-		return 0, err
-	}
-	n, err := f.blocks.ReadAt(ctx, &m, p, off)
-	return n, f.done(start, i, off, n, err)
-}
-
-// Slices is ReadAt without the copy: the mount replies with the block
-// reader's verified cached blocks as they are.
-func (f *files) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
-	start := time.Now()
-	m, err := blockMember(f.members, i)
-	if err != nil {
-		return nil, 0, err
-	}
-	vs, got, err := f.blocks.Slices(ctx, &m, off, n)
-	return vs, got, f.done(start, i, off, got, err)
-}
-
-// done records a read of n bytes of member i at off that ended with err,
-// for the consumed set and the metrics, and returns err with io.EOF
-// dropped (the fs checks the count).
-func (f *files) done(start time.Time, i int, off int64, n int, err error) error {
-	if n > 0 {
-		f.tracker.Read(i, off, int64(n))
-	}
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	f.metrics.ObserveRead(time.Since(start), n, err)
-	return err
-}
-
-func (f *files) Opened(i int) { f.tracker.Opened(i) }
 
 // reporter writes read-path events to the run record; Report returns
 // once the event is durable (in the record or its spool), or an error, at
