@@ -62,6 +62,10 @@ type Options struct {
 	// of the attributes named XattrConsumed+"."+anything: the value, or
 	// false for no such attribute (ENODATA). They are not listed either.
 	Consumed func(attr string) ([]byte, bool)
+	// Passthrough, when set and the Reader is a Backer, lets opens be
+	// served from backing files once it is switched on (Probe), and
+	// counts them. Nil serves every open through the Reader.
+	Passthrough *Passthrough
 }
 
 // DefaultTimeout is the entry and attribute timeout when Options leave it zero.
