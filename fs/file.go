@@ -79,8 +79,7 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 		return nil, 0, syscall.EROFS
 	}
 	if b, ok := f.t.r.(Backer); ok && f.t.opts.Passthrough != nil {
-		h, flags := f.openPassthrough(ctx, b)
-		return h, flags, 0
+		return f.openPassthrough(ctx, b)
 	}
 	if o, ok := f.t.r.(Opener); ok {
 		o.Opened(f.i)

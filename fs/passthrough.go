@@ -93,26 +93,37 @@ type opens struct {
 // passthrough: it returns a passthrough handle when passthrough opens of
 // the node are live, or none are and the switch is on and the Backer has a
 // backing file; else a cached handle. Both count the open until release.
-func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, uint32) {
+//
+// A new open of a node whose passthrough opens are live shares their
+// backing file (go-fuse registers one per inode), which the kernel reads
+// without the daemon: it is rechecked first, and if it no longer holds
+// the verified bytes (it was written to in place) the open fails with
+// EIO. It cannot be served through the Reader instead: the kernel refuses
+// any other open of an inode with a backing file.
+func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, uint32, syscall.Errno) {
 	t := f.t
 	f.opens.mu.Lock()
 	defer f.opens.mu.Unlock()
 	if f.opens.pt == 0 && (f.opens.cached > 0 || !t.opts.Passthrough.enabled()) {
-		return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+		return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 	}
 	if f.opens.pt == 0 {
 		bf, ok := b.Backing(ctx, f.i)
 		if !ok {
-			return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH
+			return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 		}
 		f.opens.backing = bf
+	} else if !b.Recheck(ctx, f.i, f.opens.backing) {
+		t.log.Error("refusing an open: the backing file of the opens still live no longer holds the verified bytes; new opens fail until they close",
+			"path", t.ms.Path(f.i), "file", f.opens.backing.Name())
+		return nil, 0, syscall.EIO
 	}
 	f.opens.pt++
 	b.PassedThrough(f.i)
 	t.opts.Passthrough.counted(t.ms.Size(f.i))
 	// go-fuse drops FOPEN_KEEP_CACHE of a passthrough open itself: the
 	// kernel reads the backing file's page cache, not the mount's.
-	return &passthroughHandle{f: f, backing: f.opens.backing}, fuse.FOPEN_NOFLUSH
+	return &passthroughHandle{f: f, backing: f.opens.backing}, fuse.FOPEN_NOFLUSH, 0
 }
 
 // openCached counts a cached open; f.opens.mu is held.

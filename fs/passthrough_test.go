@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +29,7 @@ type backReader struct {
 	backed   map[int]bool
 	reads    map[int]int
 	backings map[int]int
+	rechecks map[int]int
 	passed   map[int]int
 }
 
@@ -39,7 +41,7 @@ var (
 func newBackReader(t testing.TB, data [][]byte, backed ...int) *backReader {
 	t.Helper()
 	r := &backReader{memReader: &memReader{data: data}, dir: t.TempDir(),
-		backed: map[int]bool{}, reads: map[int]int{}, backings: map[int]int{}, passed: map[int]int{}}
+		backed: map[int]bool{}, reads: map[int]int{}, backings: map[int]int{}, rechecks: map[int]int{}, passed: map[int]int{}}
 	for _, i := range backed {
 		if err := os.WriteFile(filepath.Join(r.dir, strconv.Itoa(i)), data[i], 0o400); err != nil {
 			t.Fatal(err)
@@ -68,6 +70,17 @@ func (r *backReader) Backing(ctx context.Context, i int) (*os.File, bool) {
 		return nil, false
 	}
 	return f, true
+}
+
+// Recheck reports whether member i's backing file f still has its
+// member's bytes, and counts the call.
+func (r *backReader) Recheck(ctx context.Context, i int, f *os.File) bool {
+	r.mu.Lock()
+	r.rechecks[i]++
+	r.mu.Unlock()
+	b := make([]byte, len(r.data[i])+1)
+	n, _ := f.ReadAt(b, 0)
+	return bytes.Equal(b[:n], r.data[i])
 }
 
 func (r *backReader) PassedThrough(i int) {
@@ -390,5 +403,62 @@ func TestPassthroughRefusedAfterProbe(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `msg="passthrough off"`); n != 1 || !strings.Contains(logs.String(), ReasonRefused) {
 		t.Errorf("%d passthrough off lines, want 1 with the reason:\n%s", n, logs.String())
+	}
+}
+
+// TestPassthroughRecheck: a new open of a node whose passthrough open is
+// live shares its backing file, so it is rechecked first: while the file
+// still holds the member's bytes the open is served from it; once it was
+// written to in place the new open fails with EIO (the kernel would serve
+// it the changed bytes, and takes no other kind of open of the inode),
+// and after the live open closes a new open is served again.
+func TestPassthroughRecheck(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	ps := paths(t, fixture)
+	big := memberIndex(t, ps, "train/part-000.jsonl")
+	r := newBackReader(t, data, big)
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+	p := filepath.Join(dir, ps[big])
+
+	live, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if got := readAll(t, p); !bytes.Equal(got, data[big]) {
+		t.Fatalf("a second open while one is live: %d bytes differ", len(got))
+	}
+	r.mu.Lock()
+	rechecks := r.rechecks[big]
+	r.mu.Unlock()
+	if rechecks != 1 {
+		t.Fatalf("%d rechecks of the live backing file for a second open, want 1", rechecks)
+	}
+	// Written to in place: the same inode the kernel reads for the live open.
+	backing := filepath.Join(r.dir, strconv.Itoa(big))
+	w, err := os.OpenFile(backing, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt([]byte{data[big][0] ^ 0xff}, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if f, err := os.Open(p); !errors.Is(err, syscall.EIO) {
+		if err == nil {
+			f.Close()
+		}
+		t.Fatalf("a new open sharing a changed backing file: %v, want EIO", err)
+	}
+	live.Close()
+	waitReleased(t, root, dir, ps[big])
+	r.setBacked(big, false)
+	if got := readAll(t, p); !bytes.Equal(got, data[big]) {
+		t.Fatalf("after the live open closed: %d bytes differ from the member", len(got))
 	}
 }

@@ -23,9 +23,14 @@ var ErrNoBacking = errors.New("blocks: no verified backing file")
 // handed over member is verified again at its next open.
 const maxStamps = 16384
 
-// touchAge is how old a member file's modification time may be before a
-// verification refreshes it (the disk tier's touchAge, for blocks).
-const touchAge = time.Minute
+// touchAge is how old a member file's modification time may be before
+// Backing refreshes it: the disk tier's least-recently-used mark of a
+// member file, which the tier itself does not set. A touch changes the
+// file's ctime, and so its stamp: the file is verified again after it
+// (a cost once per touchAge, never per open), and every other mount that
+// verified it does so at its next open too. An hour keeps that rare and
+// the eviction order of member files exact to within an hour.
+const touchAge = time.Hour
 
 // stamp is what fstat says of a member file that may change without its
 // bytes being read: a file whose stamp is the one recorded after its
@@ -89,7 +94,7 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, 0)
 	}
 	if err == nil {
-		if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
+		if rec, ok := r.stamps.Get(m.Digest); ok && rec == st && !stale(st) {
 			r.st.backHanded.Add(1)
 			return f, nil
 		}
@@ -101,6 +106,32 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 	}
 	r.st.backHanded.Add(1)
 	return f, nil
+}
+
+// stale reports whether a member file of stamp st is due for the touch
+// that marks it recently used (touchAge).
+func stale(st stamp) bool { return time.Since(time.Unix(st.mtime.Unix())) > touchAge }
+
+// Recheck returns nil when f, a member file Backing handed over for m
+// earlier, still holds m's verified bytes: at once when its stamp is the
+// one recorded, else once it passed the checks and a verification again,
+// as in Backing (a file that fails it is reported, and removed from the
+// disk tier). The kernel reads an open's backing file itself, and every
+// passthrough open of an inode shares the first one's file: a new open
+// may use it only after this.
+func (r *Reader) Recheck(ctx context.Context, m *Member, f *os.File) error {
+	if !r.enter() {
+		return fmt.Errorf("%w: %w", ErrNoBacking, ErrClosed)
+	}
+	defer r.reads.Done()
+	st, err := r.checkFile(f, m)
+	if err != nil {
+		return err
+	}
+	if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
+		return nil
+	}
+	return r.verified(ctx, f, m)
 }
 
 // checkDir checks that dir is a directory of mode 0700 owned by the

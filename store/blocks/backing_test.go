@@ -402,3 +402,66 @@ func TestBackingStampFields(t *testing.T) {
 		}
 	}
 }
+
+// TestBackingRecheck: a live backing file whose stamp is the one recorded
+// passes Recheck without a read; one written to in place (same inode) is
+// verified again, fails, and is reported From "disk".
+func TestBackingRecheck(t *testing.T) {
+	e := newBackingEnv(t)
+	m := e.member(3 * BlockSize)
+	p := e.put(m, e.data[m.Digest])
+	f, err := e.r.Backing(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := e.r.Recheck(context.Background(), m, f); err != nil {
+		t.Fatalf("Recheck of an unchanged file: %v", err)
+	}
+	if s := e.r.Stats(); s.PassthroughVerified != 1 {
+		t.Fatalf("%d verifications, want 1: an unchanged file is not read again", s.PassthroughVerified)
+	}
+	os.Chmod(p, 0o600)
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteAt([]byte{e.data[m.Digest][BlockSize] ^ 1}, BlockSize)
+	w.Close()
+	os.Chmod(p, 0o400)
+	err = e.r.Recheck(context.Background(), m, f)
+	if !errors.Is(err, b3.ErrMismatch) {
+		t.Fatalf("Recheck of a file written in place: %v, want b3.ErrMismatch", err)
+	}
+	if evs := e.rec.all(); len(evs) != 1 || evs[0].From != FromDisk {
+		t.Fatalf("events %+v, want one mismatch From disk", evs)
+	}
+}
+
+// TestBackingTouchHourly: a file handed over by its stamp is touched (and
+// so verified again) once its mtime is older than touchAge, so that the
+// disk tier's eviction order sees it used.
+func TestBackingTouchHourly(t *testing.T) {
+	e := newBackingEnv(t)
+	m := e.member(2 * BlockSize)
+	p := e.put(m, e.data[m.Digest])
+	e.handOver(m)
+	e.handOver(m)
+	if s := e.r.Stats(); s.PassthroughVerified != 1 {
+		t.Fatalf("%d verifications of a fresh file, want 1", s.PassthroughVerified)
+	}
+	// Aged past touchAge, stamp recorded as it is now: the next hand-over touches it.
+	old := time.Now().Add(-2 * touchAge)
+	os.Chtimes(p, old, old)
+	var st unix.Stat_t
+	unix.Stat(p, &st)
+	e.r.stamps.Put(m.Digest, stampOf(&st))
+	e.handOver(m)
+	info, _ := os.Stat(p)
+	if age := time.Since(info.ModTime()); age > time.Minute {
+		t.Fatalf("an aged file handed over by its stamp was not touched (mtime %v old)", age)
+	}
+	if s := e.r.Stats(); s.PassthroughVerified != 2 {
+		t.Fatalf("%d verifications, want 2: the touch changed the stamp", s.PassthroughVerified)
+	}
+}

@@ -54,7 +54,8 @@ const (
 // Remove for a block that fails. Get refreshes a partial file's
 // modification time (the eviction order) only when it is older than
 // touchAge, and never a whole-member file's: the open path verifies that
-// file against its times and touches it itself (TouchMember).
+// file against its times and touches it itself (store/blocks Backing,
+// at most once an hour).
 //
 // # Write-behind
 //

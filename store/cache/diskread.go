@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // touchAge is how old a partial file's modification time may be before a
@@ -161,25 +159,4 @@ func (d *Disk) Has(k Key, size int64) bool {
 	defer unix.Close(fd)
 	ok, err := hasBit(fd, size, k.Index)
 	return err == nil && ok && st.Size == partLen(size)
-}
-
-// TouchMember marks dg's whole-member file as recently used, for the open
-// path: Get never touches a whole-member file. Like Get's touch of a
-// partial file, it changes the file's times only when its modification
-// time is older than touchAge, and it reports whether it did. A touch
-// changes the file's ctime too, so a caller that verifies the file against
-// its times calls TouchMember first and takes the file's identity after.
-func (d *Disk) TouchMember(dg b3.Sum) bool {
-	if !d.enabled() {
-		return false
-	}
-	p := d.MemberPath(dg)
-	var st unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return false
-	}
-	if time.Since(time.Unix(st.Mtim.Unix())) <= touchAge {
-		return false
-	}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, unix.AT_SYMLINK_NOFOLLOW) == nil
 }

@@ -213,16 +213,6 @@ func TestDiskGetWholeKeepsTimes(t *testing.T) {
 	if info, _ := os.Stat(d.partPath(p.Digest)); time.Since(info.ModTime()) > touchAge {
 		t.Fatal("Get did not touch an old partial file")
 	}
-	// The open path touches a whole-member file, once a touchAge at most.
-	if !d.TouchMember(k.Digest) {
-		t.Fatal("TouchMember did not touch an old whole-member file")
-	}
-	if info, _ := os.Stat(d.MemberPath(k.Digest)); time.Since(info.ModTime()) > touchAge {
-		t.Fatal("TouchMember left an old modification time")
-	}
-	if d.TouchMember(k.Digest) || d.TouchMember(p.Digest) {
-		t.Fatal("TouchMember touched a fresh file, or a member that is not whole")
-	}
 }
 
 // Eviction removes least recently used members whole, partial or not,

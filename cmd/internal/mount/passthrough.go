@@ -97,6 +97,21 @@ func (f *files) Backing(ctx context.Context, i int) (*os.File, bool) {
 	return bf, true
 }
 
+// Recheck reports whether bf, member i's backing file handed over to
+// opens still live, still holds the verified bytes (the block reader
+// verifies it again if it changed, and records a file that fails).
+func (f *files) Recheck(ctx context.Context, i int, bf *os.File) bool {
+	m, err := blockMember(f.members, i)
+	if err != nil {
+		return false
+	}
+	if err := f.blocks.Recheck(ctx, &m, bf); err != nil {
+		f.log.Warn("a live backing file no longer checks out", "path", m.Path, "err", err)
+		return false
+	}
+	return true
+}
+
 // PassedThrough records an open the kernel serves from member i's cache
 // file: its reads never reach the daemon, so the member counts as opened
 // and read in full, and is recorded as served by passthrough.
