@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,7 +83,26 @@ func TestPassthroughRunIsOpenedAndFull(t *testing.T) {
 	if tot := c.runEndTotals(t, runID); tot["passthrough_opens"] != 1.0 {
 		t.Errorf("run_end totals %v, want passthrough_opens 1", tot)
 	}
-	if text := c.pinfsRun(t, 0, "show", runID).stdout; !lineWith(text, "passthrough", "1") {
+	var rep struct {
+		Passthrough *struct{ Members int64 }
+		Members     []struct {
+			Path        string
+			Passthrough bool
+		}
+	}
+	out := c.pinfsRun(t, 0, "show", runID, "--members", "--json").stdout
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("pinfs run show --json: %v\n%s", err, out)
+	}
+	if rep.Passthrough == nil || rep.Passthrough.Members != 1 {
+		t.Errorf("run show --json: passthrough %+v, want 1 member", rep.Passthrough)
+	}
+	for _, m := range rep.Members {
+		if m.Passthrough != (m.Path == big) {
+			t.Errorf("run show --members --json: %s passthrough %t, want %t", m.Path, m.Passthrough, m.Path == big)
+		}
+	}
+	if text := c.pinfsRun(t, 0, "show", runID).stdout; !lineWith(text, "passthrough  1 members served by the kernel", "(1 opens)") {
 		t.Errorf("run show does not say that one member was served by passthrough:\n%s", text)
 	}
 }
