@@ -45,24 +45,11 @@ func TestPassthroughOpenSurvivesEviction(t *testing.T) {
 	p := f.warmMember(t, cache, held, limit...)
 
 	a, _ := f.mountPT(t, cache, filepath.Join(f.work, "a.jsonl"), limit...)
-	fh, err := os.Open(filepath.Join(a, held))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	readAt := func(off, n int) {
-		t.Helper()
-		got, err := inMount(t, 30*time.Second, func() ([]byte, error) {
-			b := make([]byte, n)
-			_, err := fh.ReadAt(b, int64(off))
-			return b, err
-		})
-		if err != nil || !bytes.Equal(got, f.data[held][off:off+n]) {
-			t.Fatalf("%s at %d (%d bytes) through the open of mount a: %v", held, off, n, err)
-		}
-	}
 	half := len(f.data[held]) / 2
-	readAt(0, half)
+	child := openInChild(t, filepath.Join(a, held), half)
+	if got, err := child.next(t); err != nil || !bytes.Equal(got, f.data[held][:half]) {
+		t.Fatalf("the first half of %s through the open of mount a: %d bytes, %v", held, len(got), err)
+	}
 	if _, pt := ptStatus(t, a); pt.Opens != 1 {
 		t.Fatalf("mount a did not serve %s by passthrough: %+v", held, pt)
 	}
@@ -79,7 +66,9 @@ func TestPassthroughOpenSurvivesEviction(t *testing.T) {
 			t.Fatalf("mount b did not evict %s (%s) within 20s of reading two members over the budget", held, p)
 		}
 	}
-	readAt(half, len(f.data[held])-half)
+	if got, err := child.rest(t); err != nil || !bytes.Equal(got, f.data[held][half:]) {
+		t.Fatalf("the rest of %s through the same open of mount a, after its file was evicted: %d bytes, %v", held, len(got), err)
+	}
 	if st, pt := ptStatus(t, a); pt.Opens != 1 || st.BytesServed != 0 {
 		t.Errorf("mount a: passthrough %+v, bytes_served %d; want its one open served by the kernel alone", pt, st.BytesServed)
 	}

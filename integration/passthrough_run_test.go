@@ -54,16 +54,10 @@ func TestPassthroughRunIsOpenedAndFull(t *testing.T) {
 	c.f.warmMember(t, c.cache, big)
 	const runID = "run-pt"
 	dir, d := c.f.mountPT(t, c.cache, c.record, "--run-id", runID, "--flush-interval", "1s")
-	head, err := inMount(t, 30*time.Second, func() ([]byte, error) {
-		fh, err := os.Open(filepath.Join(dir, big))
-		if err != nil {
-			return nil, err
-		}
-		defer fh.Close()
-		b := make([]byte, 4096)
-		_, err = fh.ReadAt(b, 0)
-		return b, err
-	})
+	child := openInChild(t, filepath.Join(dir, big), 4096)
+	head, err := child.next(t)
+	child.cmd.Process.Kill() // closes it, the rest unread
+	child.cmd.Wait()
 	if err != nil || !bytes.Equal(head, c.f.data[big][:4096]) {
 		t.Fatalf("first page of %s: %v", big, err)
 	}
