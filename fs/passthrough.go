@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -71,6 +72,12 @@ func (t *tree) passthroughRefused() {
 	t.log.Info("passthrough off", "reason", ReasonRefused)
 }
 
+// backingWait bounds how long an open waits for Backing or Recheck, which
+// may verify a whole member file: past it Backing's open is served through
+// the Reader (the verification goes on, for the next open) and Recheck's
+// fails with EIO.
+const backingWait = time.Minute
+
 // opens is a file node's live opens. The kernel refuses (EIO) an open in
 // passthrough mode of an inode that has a cached open live, and the other
 // way round (fs/fuse/iomode.c), so every open of a node takes the mode of
@@ -107,6 +114,13 @@ func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, 
 	if f.opens.pt == 0 && (f.opens.cached > 0 || !t.opts.Passthrough.enabled()) {
 		return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 	}
+	// The open waits for the verification even when the kernel
+	// interrupts it: any signal to the opening thread does (a child's
+	// SIGCHLD, the Go runtime's preemption), and served as a cached
+	// open it would keep every open of the member off passthrough while
+	// it lives. A fatal signal ends the wait in the kernel all the same.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backingWait)
+	defer cancel()
 	if f.opens.pt == 0 {
 		bf, ok := b.Backing(ctx, f.i)
 		if !ok {

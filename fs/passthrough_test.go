@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +24,8 @@ import (
 // PassedThrough calls per member.
 type backReader struct {
 	*memReader
-	dir string
+	dir   string
+	delay time.Duration // how long Backing takes
 
 	mu       sync.Mutex
 	backed   map[int]bool
@@ -59,6 +61,13 @@ func (r *backReader) ReadAt(ctx context.Context, i int, p []byte, off int64) (in
 }
 
 func (r *backReader) Backing(ctx context.Context, i int) (*os.File, bool) {
+	if r.delay > 0 { // a verification that stops when its ctx ends
+		select {
+		case <-time.After(r.delay):
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.backings[i]++
@@ -460,5 +469,46 @@ func TestPassthroughRecheck(t *testing.T) {
 	r.setBacked(big, false)
 	if got := readAll(t, p); !bytes.Equal(got, data[big]) {
 		t.Fatalf("after the live open closed: %d bytes differ from the member", len(got))
+	}
+}
+
+// TestPassthroughOpenInterrupted: a signal to the opening process while
+// Backing verifies (the kernel then sends INTERRUPT, and go-fuse cancels
+// the open's ctx) does not cost the open its passthrough.
+func TestPassthroughOpenInterrupted(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	snap, data := snapshot(t, fixture)
+	ps := paths(t, fixture)
+	big := memberIndex(t, ps, "train/part-000.jsonl")
+	r := newBackReader(t, data, big)
+	r.delay = 600 * time.Millisecond
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+
+	// bash handles USR1 (a trap), so the signal is pending during the open
+	// it makes for the redirection, and does not kill it.
+	cmd := exec.Command(bash, "-c", `trap 'echo signalled >&2' USR1; exec 3<"$1"; cat <&3 >/dev/null`, "bash", filepath.Join(dir, ps[big]))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	time.Sleep(100 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGUSR1)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bash: %v: %s", err, stderr.String())
+	}
+	waitReleased(t, root, dir, ps[big])
+	if reads, _, passed := r.counts(big); reads != 0 || passed != 1 {
+		t.Fatalf("an interrupted open: %d ReadAt, %d PassedThrough; want 0, 1 (stderr %q)", reads, passed, stderr.String())
 	}
 }
