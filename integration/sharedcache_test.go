@@ -82,8 +82,13 @@ func TestSharedCacheDirHoldsTheBudget(t *testing.T) {
 	if len(ends) != 1 {
 		t.Fatalf("%d run_end events in b's record", len(ends))
 	}
-	if hits, _ := ends[0]["totals"].(map[string]any)["disk_hits"].(float64); hits < 1 {
-		t.Errorf("mount b had %v disk hits reading a member mount a had cached, want >= 1", ends[0]["totals"])
+	// A member a cached whole is served to b by passthrough (b's daemon
+	// never reads it); one a cached in part, from the disk tier.
+	tot := ends[0]["totals"].(map[string]any)
+	hits, _ := tot["disk_hits"].(float64)
+	passed, _ := tot["passthrough_opens"].(float64)
+	if hits+passed < 1 {
+		t.Errorf("mount b had %v: no disk hit nor passthrough open reading a member mount a had cached, want >= 1", tot)
 	}
 	// Every block written has been written (b has stopped; a's last Put
 	// came before b's reads).
