@@ -236,15 +236,15 @@ func (b *bench) ptStatusOf(t *testing.T, m *mount) ptStatus {
 	return *st.Passthrough
 }
 
-// waitPT waits (at most ptWait) until m says passthrough is on: the mount
-// serves before its probe has run, and an open before that is served
-// through today's path.
+// waitPT waits (at most ptWait) until m says passthrough is on, or off
+// with a reason: the mount serves before its probe has decided (off, no
+// reason yet), and an open before that is served through today's path.
 func (b *bench) waitPT(t *testing.T, m *mount) {
 	t.Helper()
 	deadline := time.Now().Add(ptWait)
 	for {
 		st := b.ptStatusOf(t, m)
-		if st.Enabled || time.Now().After(deadline) {
+		if st.Enabled || st.Reason != "" || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
