@@ -42,7 +42,8 @@
 //
 // The content and the tree are immutable, so the kernel may cache all of
 // it. Open returns FOPEN_KEEP_CACHE (the page cache survives close and
-// reopen) and FOPEN_NOFLUSH (close sends no FLUSH). Read replies with the
+// reopen) and FOPEN_NOFLUSH (close sends no FLUSH), except for a
+// passthrough open (below). Read replies with the
 // Reader's verified slices as they are (fuse.ReadResultVector, written
 // with writev) when the Reader is a SliceReader; the mount disables
 // splice, which never applies to in-memory replies. Opendir returns FOPEN_CACHE_DIR, so listings are cached too.
@@ -59,6 +60,29 @@
 // therefore makes neither kernel inodes nor go-fuse inodes for them: each
 // would cost the daemon about 420 bytes for as long as the kernel keeps
 // it.
+//
+// # Passthrough
+//
+// With Options.Passthrough set and a Reader that is a [Backer], an open may
+// be served by the kernel from a backing file, a verified file of exactly
+// the member's bytes (FUSE passthrough, Linux 6.9+): the open's reads,
+// splice and mmap never reach the daemon, and the Backer's PassedThrough
+// is told in place of Opener's Opened. [Passthrough] starts off, since a
+// mount serves before [Passthrough.Probe] (which registers a file with the
+// kernel once, after mounting) has said whether the kernel takes backing
+// files; until it is on, and once it is off, Backing is never asked.
+//
+// The kernel fails with EIO an open in one mode (cached or passthrough) of
+// an inode that has opens live in the other, so each file node counts its
+// live opens: an open joins the mode of those live, and only an open with
+// none live asks Backing. Passthrough opens of a node share one backing
+// file, closed with the last of them; the kernel holds its own reference,
+// so closing or removing it never breaks an open. A passthrough open does
+// not set FOPEN_KEEP_CACHE: its page cache is the backing file's. A READ
+// of a passthrough open shows that go-fuse failed to register its file
+// (and so turned backing files off for the mount): the switch goes off
+// too, logged once. Without
+// Options.Passthrough, open handles nothing and counts nothing, as before.
 //
 // # Read-only
 //

@@ -29,7 +29,8 @@ type SliceReader interface {
 // Snapshot holds the rest.
 type file struct {
 	node
-	i int // index in t.ms
+	i     int   // index in t.ms
+	opens opens // counted only on a mount that may use passthrough
 }
 
 var (
@@ -70,10 +71,15 @@ func (f *file) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut
 // for a FLUSH round trip (a cold small file costs LOOKUP, OPEN, READ and
 // an asynchronous RELEASE). OPEN itself stays: it is how the run record
 // learns of a member opened and never read (an empty one, say), which
-// no_open would hide.
+// no_open would hide. On a mount with Options.Passthrough and a Reader
+// that is a Backer, the open may instead be served from a backing file
+// (openPassthrough).
 func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
 		return nil, 0, syscall.EROFS
+	}
+	if b, ok := f.t.r.(Backer); ok && f.t.opts.Passthrough != nil {
+		return f.openPassthrough(ctx, b)
 	}
 	if o, ok := f.t.r.(Opener); ok {
 		o.Opened(f.i)
@@ -87,7 +93,10 @@ func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // Errno. The Reader must produce everything up to the member's size: a
 // short read before the end would make the kernel shrink the file, so it
 // is EIO.
-func (f *file) Read(ctx context.Context, _ gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (f *file) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if _, ok := fh.(*passthroughHandle); ok {
+		f.t.passthroughRefused()
+	}
 	size := f.t.ms.Size(f.i)
 	if off < 0 {
 		return nil, syscall.EINVAL

@@ -36,8 +36,12 @@ type Opener interface {
 // served through ReadAt). The caller closes the file. PassedThrough is
 // called once for every open the kernel serves from a backing file, in
 // place of Opener's Opened: the member counts as opened and read in full.
+// Recheck reports whether f, a backing file of member i handed over
+// earlier and still open, still holds member i's verified bytes (a new
+// open of an inode shares the backing file of the opens still live).
 type Backer interface {
 	Backing(ctx context.Context, i int) (f *os.File, ok bool)
+	Recheck(ctx context.Context, i int, f *os.File) bool
 	PassedThrough(i int)
 }
 
@@ -62,6 +66,10 @@ type Options struct {
 	// of the attributes named XattrConsumed+"."+anything: the value, or
 	// false for no such attribute (ENODATA). They are not listed either.
 	Consumed func(attr string) ([]byte, bool)
+	// Passthrough, when set and the Reader is a Backer, lets opens be
+	// served from backing files once it is switched on (Probe), and
+	// counts them. Nil serves every open through the Reader.
+	Passthrough *Passthrough
 }
 
 // DefaultTimeout is the entry and attribute timeout when Options leave it zero.

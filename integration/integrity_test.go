@@ -76,7 +76,7 @@ func TestCorruptionAtRestFailsTheReadAndIsRecorded(t *testing.T) {
 	}
 }
 
-// blockFiles returns the disk-cache block files under cache.
+// blockFiles returns the disk-cache member files under cache.
 func blockFiles(t testing.TB, cache string) []string {
 	t.Helper()
 	var out []string
@@ -103,6 +103,7 @@ func TestCorruptDiskCacheIsHealed(t *testing.T) {
 		t.Fatal("nothing in the disk cache after a full read")
 	}
 	for _, p := range blocks {
+		os.Chmod(p, 0o600) // a whole-member file is 0400
 		flip(t, p, 100)
 	}
 	dir, _ = f.mount(t, cache, record)

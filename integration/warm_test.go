@@ -47,7 +47,7 @@ func (f *fixture) cachedMembers(t *testing.T, cacheDir string) []string {
 	for p, data := range f.data {
 		d, all := b3.Of(data), len(data) > 0
 		for i := 0; i*cacheBlock < len(data); i++ {
-			b, ok := disk.Get(cache.Key{Digest: d, Index: int64(i)})
+			b, ok := disk.Get(cache.Key{Digest: d, Index: int64(i)}, int64(len(data)))
 			if ok && !bytes.Equal(b, data[i*cacheBlock:min(len(data), (i+1)*cacheBlock)]) {
 				t.Errorf("%s: block %d in the disk cache is not the pinned bytes", p, i)
 			}
@@ -151,7 +151,7 @@ func TestWarmFailsOnBadBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if disk.Has(cache.Key{Digest: b3.Of(f.data["train/big.bin"]), Index: 2}) {
+	if disk.Has(cache.Key{Digest: b3.Of(f.data["train/big.bin"]), Index: 2}, int64(len(f.data["train/big.bin"]))) {
 		t.Error("the tampered block is in the disk cache")
 	}
 	disk.Close()

@@ -49,7 +49,14 @@ must be reachable.
 
 With --policy FILE it refuses, the same way, a snapshot without approvals
 that satisfy the trust policy (docs/admission.md); that check reads the
-approvals from the store, so it needs the store reachable.`,
+approvals from the store, so it needs the store reachable.
+
+A member whose whole verified file is in the disk cache is handed to the
+kernel at open (FUSE passthrough, with Linux 6.9+ and root), so its reads
+never reach pinfs; such a member counts as read in full in the run
+record. Without root, on an older kernel, with the cache dir on overlayfs,
+with --cache-disk 0 or --passthrough=false every read goes through pinfs
+as before, and the log says why (docs/mount.md, Passthrough).`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
@@ -71,6 +78,7 @@ approvals from the store, so it needs the store reachable.`,
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within `DURATION`, retries and throttling included; keep it longer than --stall-timeout")
 		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for `DURATION`")
 		ra := readaheadFlags(fs)
+		passthrough := fs.Bool("passthrough", true, "let the kernel serve an open of a member whose verified whole-member file is in the disk cache straight from that file (FUSE passthrough: Linux 6.9+, as root; the log says why when it is off); the run record then counts the member as read in full. --passthrough=false serves every read through pinfs")
 		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record every `DURATION` (a crash loses at most this much of the consumed set)")
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
@@ -129,7 +137,7 @@ approvals from the store, so it needs the store reachable.`,
 				RunRecord: *record, RunID: *runID, RequirePermit: *requirePermit, Policy: p, AllowOther: *allowOther,
 				UID: *uid, GID: *gid, Debug: *debug, Log: logFrom(ctx), Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
-				ReadaheadMax: raMax, ReadaheadBudget: raBudget,
+				ReadaheadMax: raMax, ReadaheadBudget: raBudget, Passthrough: *passthrough,
 			})
 		}
 	},

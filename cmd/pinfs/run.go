@@ -267,6 +267,12 @@ func printRun(w io.Writer, r *runs.Report) {
 		s := c.Splits[name]
 		fmt.Fprintf(w, "  split %-10s %d opened, %d full, %d bytes\n", name, s.MembersOpened, s.MembersFull, s.Bytes)
 	}
+	if p := r.Passthrough; p != nil && p.Error != "" {
+		fmt.Fprintf(w, "passthrough  unreadable: %s\n", p.Error)
+	} else if p != nil {
+		fmt.Fprintf(w, "passthrough  %d members served by the kernel from the disk cache (%d opens), counted as read in full\n",
+			p.Members, r.Totals.PassthroughOpens)
+	}
 	if len(r.Events) == 0 {
 		fmt.Fprintln(w, "integrity  no events")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,5 +107,48 @@ func TestRunShowSaysAsOfTheLastFlush(t *testing.T) {
 		if got := shortDuration(d); got != want {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestRunShowSaysPassthrough: run show says how many members the kernel
+// served by passthrough (issue 25 item 4), and nothing of it for a run
+// without any.
+func TestRunShowSaysPassthrough(t *testing.T) {
+	st := t.TempDir()
+	d := verify.Digest(pinFiles(t, st, map[string]string{"a": "alpha", "b": "beta"}))
+	record := filepath.Join(t.TempDir(), "runs.jsonl")
+	rec, err := runrecord.Open(t.Context(), runrecord.Options{URL: record, RunID: "r3", Digest: d, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close(t.Context())
+	full := consumed.NewSet()
+	full.Opened.Add(1)
+	full.Full.Add(1)
+	e := runrecord.Event{Event: runrecord.ConsumedSet, Set: full.Encode(), Passthrough: consumed.EncodeMembers(full.Full)}
+	if err := rec.Emit(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "c")
+	code, out, errs := runPinfs(t, "run", "show", "r3", "--run-record", record, "--cache-dir", cache)
+	if want := "passthrough  1 members served by the kernel from the disk cache"; code != exitOK || !strings.Contains(out, want) {
+		t.Fatalf("run show: exit %d, stderr %q, stdout\n%s\nwant %q", code, errs, out, want)
+	}
+	code, out, _ = runPinfs(t, "run", "show", "r3", "--run-record", record, "--cache-dir", cache, "--json", "--members")
+	var r struct {
+		Passthrough struct{ Members int }
+		Members     []struct {
+			Path        string
+			Passthrough bool
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != exitOK || err != nil || r.Passthrough.Members != 1 ||
+		len(r.Members) != 1 || r.Members[0].Path != "b" || !r.Members[0].Passthrough {
+		t.Fatalf("run show --json --members: exit %d, %v\n%s\nwant member b served by passthrough", code, err, out)
+	}
+
+	_, record, cache = recordedRun(t)
+	if _, out, _ := runPinfs(t, "run", "show", "r1", "--run-record", record, "--cache-dir", cache); strings.Contains(out, "passthrough") {
+		t.Errorf("run show of a run without passthrough mentions it:\n%s", out)
 	}
 }

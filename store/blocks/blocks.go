@@ -68,6 +68,12 @@ type Reader struct {
 	// not been read yet.
 	budget *budget
 
+	// stamps holds the stamp of each member file verified for
+	// passthrough, least recently handed over out; backs is one
+	// verification per member file (backing.go).
+	stamps *lru.Cache[b3.Sum, stamp]
+	backs  lru.Group[b3.Sum, stamp]
+
 	st counters
 }
 
@@ -78,12 +84,13 @@ func New(cfg Config) (*Reader, error) {
 	}
 	cfg.setDefaults()
 	r := &Reader{
-		cfg:   cfg,
-		disk:  cfg.Disk,
-		obs:   lru.New[b3.Sum](cfg.OutboardBytes, func(ob []byte) int64 { return int64(len(ob)) }),
-		seq:   lru.New[b3.Sum](maxSeq, func(*seqState) int64 { return 1 }),
-		lim:   newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
-		fails: newFailures(),
+		cfg:    cfg,
+		disk:   cfg.Disk,
+		obs:    lru.New[b3.Sum](cfg.OutboardBytes, func(ob []byte) int64 { return int64(len(ob)) }),
+		seq:    lru.New[b3.Sum](maxSeq, func(*seqState) int64 { return 1 }),
+		stamps: lru.New[b3.Sum](maxStamps, func(stamp) int64 { return 1 }),
+		lim:    newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
+		fails:  newFailures(),
 	}
 	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(frontRuns*int64(cfg.SpanBlocks)*BlockSize))
 	if err != nil {

@@ -65,7 +65,7 @@ func TestCutRunServesOnlyWholeBlocks(t *testing.T) {
 	if _, ok := r.memBlock(m, 2); ok {
 		t.Fatal("block 2, never delivered whole, is in the memory tier")
 	}
-	if _, ok := disk.Get(key(m, 2)); ok {
+	if _, ok := disk.Get(key(m, 2), m.Size); ok {
 		t.Fatal("block 2, never delivered whole, is in the disk tier")
 	}
 	e.store.Faults = nil

@@ -16,7 +16,8 @@
 // it is read and which blocks a run covers; budget.go bounds the memory
 // of readahead; verify.go holds the verifier and the outboards; events.go
 // the events and their reporting; failures.go the failures remembered for
-// a moment (see below).
+// a moment (see below); backing.go and backingverify.go the member files
+// handed to the kernel for passthrough.
 //
 // # Verification
 //
@@ -39,6 +40,36 @@
 // copy verifies, and otherwise before the read returns an error wrapping
 // b3.ErrMismatch. Such a failure is not remembered: the next read of the
 // block tries again (see Storage errors for those that are).
+//
+// # Passthrough
+//
+// Reader.Backing hands the disk tier's whole-member file of a member
+// (cache.Disk.MemberPath) to the caller, for FUSE passthrough: the kernel
+// then reads the file itself and no read of that open reaches the Reader,
+// so the file must hold exactly the member's bytes before it is handed
+// over, not just block by block as it is read. Backing opens it with
+// O_NOFOLLOW and checks, on the descriptor, that it is a regular file of
+// the daemon's user, mode 0400, of the member's size, in a 0700 cache dir
+// of the same user. It then verifies the whole file against the member's
+// digest (its outboard, or the digest alone for a member of one block),
+// in shares read in parallel by GOMAXPROCS goroutines, once per Reader
+// (that is, per mount) and again whenever the file's stamp (device, inode,
+// size, mtime, ctime) differs from the one recorded after the last
+// verification; the stamp is recorded only if it did not change during
+// the read. Concurrent opens of a member share one verification, which
+// goes on when a waiter gives up. A file last touched more than a minute
+// ago is touched before it is verified: that is the disk tier's
+// least-recently-used mark for member files (the tier does not touch
+// them, as that moves ctime). A file that fails verification, or that is
+// marked complete (ours, 0400) with the wrong size, is removed and
+// reported as a "mismatch" event From "disk" over the whole member; a
+// file that fails the other checks is refused and left where it is (it
+// may be one the tier is still writing, or not ours). Either way Backing
+// returns an error wrapping ErrNoBacking and the open is served through
+// the Reader, block by block, as usual; a mismatch the Reporter cannot
+// record is owed to the member's first block, as for any event.
+// fs-verity, which would let the kernel check the file itself, is not
+// used: this machine's kernel lacks it, so it was not tried.
 //
 // # Flights
 //

@@ -397,13 +397,23 @@ func TestOwedEventRecordedOnce(t *testing.T) {
 func damageDiskBlock(t *testing.T, dir string, m *Member, i int64) {
 	t.Helper()
 	h := m.Digest.Hex()
-	path := filepath.Join(dir, h[:2], fmt.Sprintf("%s-%d", h, i))
-	b, err := os.ReadFile(path)
+	path := filepath.Join(dir, h[:2], h)
+	if _, err := os.Stat(path); err != nil {
+		path += ".part"
+	}
+	os.Chmod(path, 0o600) // a whole-member file is 0400
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)/2] ^= 1
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	defer f.Close()
+	off := i*BlockSize + min(BlockSize, m.Size-i*BlockSize)/2
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 1
+	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 }

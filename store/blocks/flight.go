@@ -227,7 +227,7 @@ func (r *Reader) take(m *Member, j int64) (c *lru.Call[[]byte], own, onDisk bool
 		r.calls.Forget(k, c)
 		return c, true, false
 	}
-	return c, true, r.disk.Has(k)
+	return c, true, r.disk.Has(k, m.Size)
 }
 
 // isDone reports whether c has ended.
@@ -333,7 +333,7 @@ func (r *Reader) complete(ru *run, i int64, data []byte, src source, err error) 
 	}
 	c.Set(data, err)
 	if err == nil && src == fromNetwork && ru.disk {
-		_ = r.disk.Put(k, data) // best effort: the tier counts and logs a failure
+		_ = r.disk.Put(k, ru.m.Size, data) // best effort: the tier counts and logs a failure
 	}
 	r.calls.Forget(k, c)
 }
@@ -345,7 +345,7 @@ func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source
 	m := v.m
 	k := key(m, i)
 	off, n := blockRange(m, i)
-	if b, ok := r.disk.Get(k); ok {
+	if b, ok := r.disk.Get(k, m.Size); ok {
 		err := v.check(ctx, i, b)
 		if err == nil {
 			r.st.diskHits.Add(1)

@@ -69,7 +69,7 @@ func TestHeldBlocksOutliveChurn(t *testing.T) {
 		t.Fatal("the bytes of a memory-tier entry changed while it was held")
 	}
 	for i := int64(0); i < numBlocks(held.Size); i++ {
-		b, ok := disk.Get(key(held, i))
+		b, ok := disk.Get(key(held, i), held.Size)
 		if !ok {
 			continue // not put on disk (a random read) or evicted
 		}

@@ -40,6 +40,17 @@ type Stats struct {
 	// event is not counted again).
 	EventsUnrecorded int64
 
+	// PassthroughHanded counts the member files Backing handed over,
+	// PassthroughRefused those it found but refused before reading them
+	// (the cache dir's or the file's kind, owner or mode; not a size or
+	// a verification failure, which count as Mismatches).
+	PassthroughHanded, PassthroughRefused int64
+	// PassthroughVerified counts the member files verified in full
+	// before a hand-over, and PassthroughBytesVerified their bytes;
+	// PassthroughBytesRead counts the bytes read to verify them, which
+	// include those of files that failed.
+	PassthroughVerified, PassthroughBytesVerified, PassthroughBytesRead int64
+
 	Mem  cache.MemStats
 	Disk cache.DiskStats
 }
@@ -47,7 +58,8 @@ type Stats struct {
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
 	mismatches, outboardLoads, readaheads, aheadSkipped, aheadResets, windowMax, freshFlights,
-	versionMissing, fetchFailed, eventsUnrecorded atomic.Int64
+	versionMissing, fetchFailed, eventsUnrecorded,
+	backHanded, backRefused, backVerified, backBytes, backRead atomic.Int64
 }
 
 // Stats returns the Reader's counters and those of its cache tiers. Each
@@ -77,7 +89,14 @@ func (r *Reader) Stats() Stats {
 		FetchFailed:    r.st.fetchFailed.Load(),
 
 		EventsUnrecorded: r.st.eventsUnrecorded.Load(),
-		Disk:             r.disk.Stats(),
+
+		PassthroughHanded:        r.st.backHanded.Load(),
+		PassthroughRefused:       r.st.backRefused.Load(),
+		PassthroughVerified:      r.st.backVerified.Load(),
+		PassthroughBytesVerified: r.st.backBytes.Load(),
+		PassthroughBytesRead:     r.st.backRead.Load(),
+
+		Disk: r.disk.Stats(),
 	}
 	if r.mem != nil {
 		s.Mem = r.mem.Stats()

@@ -50,7 +50,7 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		if err != nil {
 			return err
 		}
-		_ = r.disk.Put(key(m, l.i), b) // best effort, as for a read
+		_ = r.disk.Put(key(m, l.i), m.Size, b) // best effort, as for a read
 		progress(int64(len(b)))
 		return nil
 	}
@@ -60,13 +60,13 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 	for i := int64(0); i < nb; {
 		k := key(m, i)
 		_, n := blockRange(m, i)
-		if r.disk.Has(k) {
+		if r.disk.Has(k, m.Size) {
 			progress(n)
 			i++
 			continue
 		}
 		if b, ok := r.memGet(m, i); ok {
-			_ = r.disk.Put(k, b)
+			_ = r.disk.Put(k, m.Size, b)
 			progress(n)
 			i++
 			continue

@@ -37,7 +37,7 @@ func TestWarm(t *testing.T) {
 		if want := map[bool]int{true: 0, false: 1}[i == 3 || i == 4]; c != want {
 			t.Errorf("block %d requested %d times, want %d", i, c, want)
 		}
-		if !disk.Has(cache.Key{Digest: m.Digest, Index: i}) {
+		if !disk.Has(cache.Key{Digest: m.Digest, Index: i}, m.Size) {
 			t.Errorf("block %d not in the disk tier after Warm", i)
 		}
 	}
@@ -88,7 +88,7 @@ func TestWarmMismatch(t *testing.T) {
 	r.Close()
 	// The fake damages the middle byte of each body: block 1 of the run's
 	// request and of every request for block 1 alone.
-	if disk.Has(cache.Key{Digest: m.Digest, Index: 1}) {
+	if disk.Has(cache.Key{Digest: m.Digest, Index: 1}, m.Size) {
 		t.Error("the damaged block is in the disk tier")
 	}
 	if ev := e.rec.all(); len(ev) == 0 || ev[0].Kind != KindMismatch {

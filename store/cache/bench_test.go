@@ -27,7 +27,7 @@ func BenchmarkDiskPut(b *testing.B) {
 			b.SetBytes(BlockSize)
 			defer reportCPU(b)()
 			for i := 0; b.Loop(); i++ {
-				if err := d.Put(key(i, 0), data); err != nil {
+				if err := d.Put(key(i, 0), int64(len(data)), data); err != nil {
 					b.Fatal(err)
 				}
 				if i%32 == 31 {
@@ -51,7 +51,7 @@ func BenchmarkDiskPutSmall(b *testing.B) {
 	b.SetBytes(size)
 	defer reportCPU(b)()
 	for i := 0; b.Loop(); i++ {
-		if err := d.Put(key(i, 0), data); err != nil {
+		if err := d.Put(key(i, 0), int64(len(data)), data); err != nil {
 			b.Fatal(err)
 		}
 		if i%4 == 3 {
@@ -68,7 +68,7 @@ func BenchmarkDiskGet(b *testing.B) {
 	d := openDisk(b, b.TempDir(), 64*BlockSize)
 	data := make([]byte, BlockSize)
 	for i := range blocks {
-		if err := d.Put(key(i, 0), data); err != nil {
+		if err := d.Put(key(i, 0), int64(len(data)), data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -76,7 +76,7 @@ func BenchmarkDiskGet(b *testing.B) {
 	b.SetBytes(BlockSize)
 	defer reportCPU(b)()
 	for i := 0; b.Loop(); i++ {
-		if _, ok := d.Get(key(i%blocks, 0)); !ok {
+		if _, ok := d.Get(key(i%blocks, 0), BlockSize); !ok {
 			b.Fatal("miss")
 		}
 	}
@@ -87,7 +87,7 @@ func BenchmarkDiskGet(b *testing.B) {
 func BenchmarkDiskHasMiss(b *testing.B) {
 	d := openDisk(b, b.TempDir(), 64*BlockSize)
 	for i := 0; b.Loop(); i++ {
-		if d.Has(key(i, 0)) {
+		if d.Has(key(i, 0), BlockSize) {
 			b.Fatal("hit")
 		}
 	}

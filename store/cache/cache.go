@@ -33,7 +33,7 @@ type Key struct {
 	Index  int64
 }
 
-// String returns "<64 hex>-<index>", the key's file name in the disk tier.
+// String returns "<64 hex>-<index>".
 func (k Key) String() string { return fmt.Sprintf("%s-%d", k.Digest.Hex(), k.Index) }
 
 // bytes returns the key as a 40-byte string: digest, then big-endian index.

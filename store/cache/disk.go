@@ -3,22 +3,17 @@ package cache
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
-// tmpPrefix starts the name of a block file that is still being written
+// tmpPrefix starts the name of a member file that is still being written
 // where O_TMPFILE is not available (diskfile.go). Such a file is never
 // read, and a scan removes any left over by a crash.
 const tmpPrefix = ".tmp-"
@@ -33,17 +28,34 @@ const (
 	usageName = ".usage"
 )
 
-// Disk is the disk tier: one file per block under a directory, at
-// <dir>/<hex[:2]>/<hex>-<index>, bounded by the sum of the files' sizes and
-// evicting the least recently used block first. It is safe for concurrent
-// use, also by several Readers, and several Disks, in one process or in
-// several, may share a directory: the budget holds for the directory.
+// Disk is the disk tier: the blocks of members under a directory, one
+// file per member, bounded by the bytes the files hold and evicting the
+// least recently used member first. It is safe for concurrent use, also by
+// several Readers, and several Disks, in one process or in several, may
+// share a directory: the budget holds for the directory.
 //
-// The directory is the index: Get and Has look for the block's file, so
+// # Layout
+//
+// A member whose blocks are all there is one file, its whole-member file
+// <dir>/<hex[:2]>/<hex> (MemberPath), of exactly the member's bytes, mode
+// 0400, which the FUSE open path can hand to the kernel after verifying
+// it. A member with blocks missing has a partial file <hex>.part instead
+// (mode 0600, sparse): each block present at its offset in the member, and
+// past the data a trailer with the member's size and one bit per block
+// (diskmember.go). Setting the last bit completes it: the writer truncates
+// it to the member's size, makes it 0400 and renames it to <hex>. A member
+// of one block is written straight as its whole-member file. Files of the
+// earlier layout, one per block (<hex>-<index>), are removed by the first
+// listing: the tier is a cache, and a remount fetches them again.
+//
+// The directory is the index: Get and Has look for the member's files, so
 // a block another process wrote is found. Get does not verify: the bytes
 // are whatever the file holds, and the caller verifies them and calls
-// Remove for a block that fails. Get refreshes a file's modification time
-// (the eviction order) only when it is older than touchAge.
+// Remove for a block that fails. Get refreshes a partial file's
+// modification time (the eviction order) only when it is older than
+// touchAge, and never a whole-member file's: the open path verifies that
+// file against its times and touches it itself (store/blocks Backing,
+// at most once an hour).
 //
 // # Write-behind
 //
@@ -53,13 +65,15 @@ const (
 // queueWait for room (so a stream faster than the disk slows its own
 // fetches down instead of leaving holes in the cache), then drops the block
 // and counts it (DiskStats.Dropped); Flush waits for the writes queued before
-// it, and Close flushes. The writer writes each block to an unnamed file
-// (O_TMPFILE) in the block's directory and links it under the block's
-// name once it is whole, or, where the file system has no O_TMPFILE, to a
-// temporary file that it renames (diskfile.go), so no partial block is
-// ever visible under a block's name. Data is not fsynced: after a crash a
-// block may be empty or torn, which verification catches. The layout on
-// disk is the one earlier versions wrote and read.
+// it, and Close flushes. The writer writes a member of one block to an
+// unnamed file (O_TMPFILE) in its directory and links it under its name
+// once it is whole, or, where the file system has no O_TMPFILE, to a
+// temporary file that it renames (diskfile.go). It writes the blocks of a
+// larger member into the partial file under the directory's lock, data
+// first, then the bits (diskpart.go), so a bit is never set before its
+// block's bytes are in the file and no whole-member name is ever seen
+// before the file is whole. Data is not fsynced: after a crash a block may
+// be empty or torn, which verification catches.
 //
 // # Shared accounting
 //
@@ -67,10 +81,10 @@ const (
 // eviction hold an exclusive flock on the directory and keep the
 // directory's totals in an extended attribute of the directory
 // (user.pinfs.usage; <dir>/.usage, a symbolic link, where the file system
-// has none). When a Put would take the
-// directory over its budget, the Disk lists the directory and removes the
-// files with the oldest modification times (Get touches the file it
-// serves) down to a low-water mark of 7/8 of the budget, so that listings
+// has none): the bytes of the blocks present, and their number. When a Put
+// would take the directory over its budget, the Disk lists the directory and
+// removes the member files, whole or partial, with the oldest modification
+// times down to a low-water mark of 7/8 of the budget, so that listings
 // are rare. A listing also corrects totals that drifted (a crash between
 // a rename and the update of the totals, files removed by hand). Disks that
 // share a directory with different budgets each enforce their own when
@@ -122,9 +136,9 @@ type DiskStats struct {
 	Hits, Misses int64
 	Bytes        int64 // bytes held now in the directory
 	Blocks       int64 // blocks held now in the directory
-	Evictions    int64 // blocks evicted to stay within the budget
+	Evictions    int64 // blocks evicted to stay within the budget (with their members)
 	Writes       int64 // blocks written
-	Removed      int64 // blocks dropped by Remove or found unreadable
+	Removed      int64 // blocks, or whole member files, dropped by Remove(Member) or found unreadable
 	WriteErrors  int64 // blocks that could not be written
 	Dropped      int64 // blocks not written because the write queue was full
 }
@@ -174,7 +188,7 @@ func OpenDisk(dir string, limit int64, opts ...DiskOption) (*Disk, error) {
 	d.lock = lock
 	var werr error
 	err = d.locked(func(t *totals) error {
-		if err := d.evictLocked(t, 0, d.limit); err != nil {
+		if err := d.evictLocked(t, 0, d.limit, ""); err != nil {
 			return err
 		}
 		werr = d.writeUsage(*t) // also tells whether the directory can be written
@@ -228,96 +242,34 @@ func (d *Disk) Limit() int64 {
 
 func (d *Disk) enabled() bool { return d != nil && d.limit > 0 }
 
-// path returns the file name of k's block.
-func (d *Disk) path(k Key) string {
-	h := k.Digest.Hex()
-	return filepath.Join(d.dir, h[:2], h+"-"+strconv.FormatInt(k.Index, 10))
-}
+// partPath returns the name of dg's partial file.
+func (d *Disk) partPath(dg b3.Sum) string { return d.MemberPath(dg) + partSuffix }
 
-// touchAge is how old a block file's modification time may be before a
-// hit refreshes it: the eviction order is exact to within touchAge, and a
-// block read again and again is not touched (a metadata write) on every
-// read.
-const touchAge = time.Minute
-
-// Get returns the bytes of k's block, unverified, from the write queue or
-// from its file, and marks the block as recently used. A block whose file
-// cannot be read, or has an impossible size, is removed and reported as a
-// miss. The bytes must not be modified: a queued block is shared.
-func (d *Disk) Get(k Key) ([]byte, bool) {
-	if !d.enabled() {
-		return nil, false
-	}
-	if b, ok := d.queuedBlock(k); ok {
-		d.hits.Add(1)
-		return b, true
-	}
-	b, err := readBlock(d.path(k))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			d.Remove(k)
-		}
-		d.misses.Add(1)
-		return nil, false
-	}
-	d.hits.Add(1)
-	return b, true
-}
-
-// readBlock reads a block file of 1 to BlockSize bytes into a buffer of
-// its size, with plain system calls (os.File would also try to register
-// the file with the poller), and refreshes its modification time when it
-// is older than touchAge.
-func readBlock(p string) ([]byte, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: p, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || !isBlockSize(st.Size) {
-		return nil, fmt.Errorf("%s: not a block file (mode %o, %d bytes)", p, st.Mode, st.Size)
-	}
-	b := make([]byte, st.Size)
-	for n := 0; n < len(b); {
-		k, err := unix.Read(fd, b[n:])
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: p, Err: err}
-		case k == 0:
-			return nil, fmt.Errorf("%s: %w", p, io.ErrUnexpectedEOF)
-		}
-		n += k
-	}
-	if time.Since(time.Unix(st.Mtim.Unix())) > touchAge {
-		// Best effort: only the eviction order depends on it.
-		_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, 0)
-	}
-	return b, nil
-}
-
-// Put queues b as k's block for the tier's writer and returns; it does
-// nothing for a block already there or larger than the whole budget. b
-// must not be modified afterwards. Get and Has see a queued block at once.
-// The writer evicts least recently used blocks first when the directory
-// would go over its budget; a write that fails is counted and, the first
-// time, logged, and leaves the tier as it was. When more than maxQueued
-// bytes wait, Put waits up to queueWait for room, then drops the block
+// Put queues b as k's block, of a member of size bytes, for the tier's
+// writer and returns; it does nothing for a block larger than the whole
+// budget. b must be the block's bytes, of its length, and must not be
+// modified afterwards. Get and Has see a queued block at once. The writer
+// evicts least recently used members first when the directory would go
+// over its budget; a write that fails is counted and, the first time,
+// logged, and leaves the tier as it was. When more than maxQueued bytes
+// wait, Put waits up to queueWait for room, then drops the block
 // (DiskStats.Dropped). Flush waits for the queued writes.
-func (d *Disk) Put(k Key, b []byte) error {
-	n := int64(len(b))
-	if !d.enabled() || n > d.limit || n == 0 {
+//
+// A member larger than the budget can never be whole in the tier; its
+// blocks are kept in its partial file all the same (random reads of it
+// hit), and eviction treats that file like any other, so it may be the
+// one removed to make room for its own next block.
+func (d *Disk) Put(k Key, size int64, b []byte) error {
+	if !d.enabled() || int64(len(b)) > d.limit || len(b) == 0 {
 		return nil
+	}
+	if int64(len(b)) != blockLen(size, k.Index) {
+		return fmt.Errorf("cache: block %v of a member of %d bytes: %d bytes, want %d", k, size, len(b), blockLen(size, k.Index))
 	}
 	if d.lock == nil {
 		return d.writeFailed(k, errors.New("the directory cannot be written"))
 	}
-	if !d.enqueue(k, b) {
+	if !d.enqueue(k, size, b) {
 		d.dropped.Add(1)
 	}
 	return nil
@@ -334,39 +286,6 @@ func (d *Disk) writeFailed(k Key, err error) error {
 	return fmt.Errorf("cache: writing block %v: %w", k, err)
 }
 
-// Has reports whether k's block is in the tier, without reading it.
-func (d *Disk) Has(k Key) bool {
-	if !d.enabled() {
-		return false
-	}
-	if _, ok := d.queuedBlock(k); ok {
-		return true
-	}
-	info, err := os.Lstat(d.path(k))
-	return err == nil && info.Mode().IsRegular() && info.Size() > 0 && info.Size() <= BlockSize
-}
-
-// Remove drops k's block, for example after it failed verification.
-func (d *Disk) Remove(k Key) {
-	if !d.enabled() || d.lock == nil {
-		return
-	}
-	d.unqueue(k)
-	p := d.path(k)
-	d.locked(func(t *totals) error {
-		info, err := os.Lstat(p)
-		if err != nil || os.Remove(p) != nil {
-			return nil
-		}
-		if isBlockSize(info.Size()) {
-			t.bytes -= info.Size()
-			t.blocks--
-		}
-		d.removed.Add(1)
-		return nil
-	})
-}
-
 // MemberPath returns the name of the whole-member file of the member with
 // content digest dg: <dir>/<hex[:2]>/<hex>, a file of exactly the member's
 // bytes, mode 0400, once all its blocks are in the tier. The file may be
@@ -376,29 +295,6 @@ func (d *Disk) MemberPath(dg b3.Sum) string {
 	h := dg.Hex()
 	return filepath.Join(d.dir, h[:2], h)
 }
-
-// RemoveMember removes dg's whole-member file, for example after it
-// failed verification, and takes its bytes off the directory's totals.
-func (d *Disk) RemoveMember(dg b3.Sum) {
-	if !d.enabled() || d.lock == nil {
-		return
-	}
-	p := d.MemberPath(dg)
-	d.locked(func(t *totals) error {
-		info, err := os.Lstat(p)
-		if err != nil || os.Remove(p) != nil {
-			return nil
-		}
-		if info.Mode().IsRegular() {
-			t.bytes -= info.Size()
-			t.blocks -= (info.Size() + BlockSize - 1) / BlockSize
-		}
-		d.removed.Add(1)
-		return nil
-	})
-}
-
-func isBlockSize(n int64) bool { return n > 0 && n <= BlockSize }
 
 // Stats returns the tier's counters.
 func (d *Disk) Stats() DiskStats {

@@ -44,24 +44,24 @@ func openDisk(t testing.TB, dir string, limit int64) *Disk {
 func TestDiskPutGet(t *testing.T) {
 	dir := t.TempDir()
 	d := openDisk(t, dir, 1<<20)
-	k := key(1, 7)
-	if _, ok := d.Get(k); ok {
+	k := key(1, 0)
+	if _, ok := d.Get(k, 1000); ok {
 		t.Fatal("hit in an empty cache")
 	}
 	if err := put(d, k, block(k, 1000)); err != nil {
 		t.Fatal(err)
 	}
-	b, ok := d.Get(k)
+	b, ok := d.Get(k, 1000)
 	if !ok || !bytes.Equal(b, block(k, 1000)) {
 		t.Fatalf("Get after Put: %v", ok)
 	}
 	h := k.Digest.Hex()
-	want := []string{filepath.Join(h[:2], h+"-7")}
+	want := []string{filepath.Join(h[:2], h)}
 	if got := files(t, dir); !slicesEqual(got, want) {
 		t.Fatalf("files %v, want %v", got, want)
 	}
 	d.Remove(k)
-	if _, ok := d.Get(k); ok {
+	if _, ok := d.Get(k, 1000); ok {
 		t.Fatal("hit after Remove")
 	}
 	if got := files(t, dir); len(got) != 0 {
@@ -82,24 +82,24 @@ func TestDiskDisabled(t *testing.T) {
 	if err := put(d, k, block(k, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d.Get(k); ok {
+	if _, ok := d.Get(k, 10); ok {
 		t.Fatal("disabled tier hit")
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("disabled tier created its directory: %v", err)
 	}
 	var nilDisk *Disk
-	if _, ok := nilDisk.Get(k); ok || nilDisk.Put(k, nil) != nil {
+	if _, ok := nilDisk.Get(k, 10); ok || nilDisk.Put(k, 10, nil) != nil {
 		t.Fatal("nil Disk is not a disabled tier")
 	}
 	nilDisk.Remove(k)
 }
 
-// age sets the modification time of k's block file to base + i minutes.
+// age sets the modification time of k's whole-member file to base + i minutes.
 func age(t testing.TB, d *Disk, k Key, base time.Time, i int) {
 	t.Helper()
 	mt := base.Add(time.Duration(i) * time.Minute)
-	if err := os.Chtimes(d.path(k), mt, mt); err != nil {
+	if err := os.Chtimes(d.MemberPath(k.Digest), mt, mt); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -117,11 +117,13 @@ func TestDiskLRU(t *testing.T) {
 	if st := d.Stats(); st.Evictions != 0 || st.Bytes != 8*bs {
 		t.Fatalf("full tier: %+v", st)
 	}
-	d.Get(key(0, 0)) // 0 is now the most recently used; 1 and 2 the least
+	// 0 is now the most recently used (the open path touches a whole
+	// file; Get does not, TestDiskGetWholeKeepsTimes); 1 and 2 the least.
+	age(t, d, key(0, 0), base, 30)
 	// A ninth block: the tier evicts down to 7 blocks less room for it.
 	put(d, key(8, 0), block(key(8, 0), bs))
 	for i := range 9 {
-		_, ok := d.Get(key(i, 0))
+		_, ok := d.Get(key(i, 0), bs)
 		if want := i != 1 && i != 2; ok != want {
 			t.Errorf("block %d held: %v, want %v", i, ok, want)
 		}
@@ -133,7 +135,7 @@ func TestDiskLRU(t *testing.T) {
 	// A block larger than the whole budget is not cached and evicts nothing.
 	big := key(9, 0)
 	put(d, big, block(big, 9*bs))
-	if _, ok := d.Get(big); ok || d.Stats().Blocks != 7 {
+	if _, ok := d.Get(big, 9*bs); ok || d.Stats().Blocks != 7 {
 		t.Fatal("an oversized block was cached")
 	}
 }
@@ -144,23 +146,23 @@ func TestDiskReopen(t *testing.T) {
 	d := openDisk(t, dir, 10*bs)
 	base := time.Now().Add(-time.Hour)
 	for i := range 4 {
-		k := key(i, int64(i))
+		k := key(i, 0)
 		put(d, k, block(k, bs))
 		// Block 2 is the oldest, then 0, 3, 1.
 		age := map[int]int{2: 0, 0: 1, 3: 2, 1: 3}[i]
 		mt := base.Add(time.Duration(age) * time.Minute)
-		os.Chtimes(d.path(k), mt, mt)
+		os.Chtimes(d.MemberPath(k.Digest), mt, mt)
 	}
 	// Leftovers of a crashed writer and of a torn write, and a foreign file.
-	sub := filepath.Dir(d.path(key(0, 0)))
+	sub := filepath.Dir(d.MemberPath(key(0, 0).Digest))
 	os.WriteFile(filepath.Join(sub, tmpPrefix+"123"), []byte("partial"), 0o600)
 	old := time.Now().Add(-2 * staleTemp)
 	os.Chtimes(filepath.Join(sub, tmpPrefix+"123"), old, old)
 	// A fresh temp file may be another process's write in progress: kept.
 	os.WriteFile(filepath.Join(sub, tmpPrefix+"456"), []byte("writing"), 0o600)
 	emptyKey := key(5, 0)
-	os.MkdirAll(filepath.Dir(d.path(emptyKey)), 0o755)
-	os.WriteFile(d.path(emptyKey), nil, 0o600)
+	os.MkdirAll(filepath.Dir(d.MemberPath(emptyKey.Digest)), 0o755)
+	os.WriteFile(d.MemberPath(emptyKey.Digest), nil, 0o600)
 	os.WriteFile(filepath.Join(dir, "README"), []byte("not a block"), 0o600)
 
 	// Reopen with room for two blocks: the two oldest (2 and 0) go.
@@ -170,8 +172,8 @@ func TestDiskReopen(t *testing.T) {
 		t.Fatalf("after reopen: %+v", st)
 	}
 	for i, want := range map[int]bool{0: false, 1: true, 2: false, 3: true} {
-		k := key(i, int64(i))
-		b, ok := d2.Get(k)
+		k := key(i, 0)
+		b, ok := d2.Get(k, bs)
 		if ok != want || ok && !bytes.Equal(b, block(k, bs)) {
 			t.Errorf("block %d: hit %v, want %v", i, ok, want)
 		}
@@ -193,8 +195,8 @@ func TestDiskVanishedFile(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 1<<20)
 	k := key(1, 0)
 	put(d, k, block(k, 100))
-	os.Remove(d.path(k))
-	if _, ok := d.Get(k); ok || d.Has(k) {
+	os.Remove(d.MemberPath(k.Digest))
+	if _, ok := d.Get(k, 100); ok || d.Has(k, 100) {
 		t.Fatal("hit for a deleted file")
 	}
 	// The totals are corrected by the next listing of the directory.
@@ -218,7 +220,7 @@ func TestDiskConcurrent(t *testing.T) {
 						t.Error(err)
 					}
 				case 1:
-					if b, ok := d.Get(k); ok && !bytes.Equal(b, block(k, bs)) {
+					if b, ok := d.Get(k, bs); ok && !bytes.Equal(b, block(k, bs)) {
 						t.Errorf("block %v: wrong bytes", k)
 					}
 				case 2:
@@ -243,9 +245,10 @@ func TestDiskConcurrent(t *testing.T) {
 }
 
 // put is Put then Flush: the block is in the directory, or its write
-// failed, when it returns.
+// failed, when it returns. b is taken as the last block of its member, so
+// that any index and length make a valid block.
 func put(d *Disk, k Key, b []byte) error {
-	err := d.Put(k, b)
+	err := d.Put(k, k.Index*BlockSize+int64(len(b)), b)
 	d.Flush()
 	return err
 }

@@ -4,7 +4,6 @@ package cache
 // that evicts and corrects them (see the Disk doc, "Shared accounting").
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -123,17 +122,21 @@ func (d *Disk) lowWater() int64 { return d.limit - d.limit/8 }
 
 // evictLocked lists the directory and sets t to what it holds. If that
 // plus n more bytes is over the budget, it removes the least recently used
-// blocks until at most target bytes are left. The caller holds the lock.
-func (d *Disk) evictLocked(t *totals, n, target int64) error {
+// member files, whole or partial, until at most target bytes are left;
+// keep, the partial file about to be written, is never removed (the
+// caller keeps only a member that fits the budget). The caller holds the
+// lock.
+func (d *Disk) evictLocked(t *totals, n, target int64, keep string) error {
 	all, err := d.list()
 	if err != nil {
 		return err
 	}
-	var total int64
+	var total, blocks int64
 	for _, f := range all {
-		total += f.size
+		total += f.bytes
+		blocks += f.blocks
 	}
-	*t = totals{bytes: total, blocks: int64(len(all)), ok: true}
+	*t = totals{bytes: total, blocks: blocks, ok: true}
 	if total+n <= d.limit {
 		return nil
 	}
@@ -142,29 +145,34 @@ func (d *Disk) evictLocked(t *totals, n, target int64) error {
 		if t.bytes <= target {
 			break
 		}
+		if f.path == keep {
+			continue
+		}
 		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			continue // cannot be removed (a read-only directory): still counted
 		}
-		t.bytes -= f.size
-		t.blocks--
-		d.evictions.Add(1)
+		t.bytes -= f.bytes
+		t.blocks -= f.blocks
+		d.evictions.Add(f.blocks)
 	}
 	return nil
 }
 
-// found is a block file seen by list.
+// found is a member file seen by list, and the bytes and blocks it holds.
 type found struct {
-	path  string
-	size  int64
-	mtime time.Time
+	path          string
+	bytes, blocks int64
+	mtime         time.Time
 }
 
 // staleTemp is the age after which a listing removes a temporary file.
 const staleTemp = 10 * time.Minute
 
-// list returns the directory's block files. Files that are not block
-// files are left alone and not listed; temporary files abandoned long ago
-// and block files of impossible sizes are removed.
+// list returns the directory's member files. Files that are not member
+// files are left alone and not listed; temporary files abandoned long ago,
+// files of the earlier one-file-per-block layout, and member files that
+// hold nothing or are damaged are removed. The caller holds the lock, so
+// no partial file is half written.
 func (d *Disk) list() ([]found, error) {
 	var all []found
 	subs, err := os.ReadDir(d.dir)
@@ -191,38 +199,59 @@ func (d *Disk) list() ([]found, error) {
 				}
 				continue
 			}
-			_, ok := parseName(name)
-			if !ok || name[:2] != sub.Name() || !f.Type().IsRegular() {
+			if name[:min(2, len(name))] != sub.Name() {
+				continue
+			}
+			if isOldName(name) {
+				os.Remove(p) // the earlier layout: a cache, fetched again
+				continue
+			}
+			h, isPart := strings.CutSuffix(name, partSuffix)
+			if !isHex(h, 64) || !f.Type().IsRegular() {
 				continue
 			}
 			info, err := f.Info()
 			if err != nil {
 				continue // removed meanwhile
 			}
-			if !isBlockSize(info.Size()) {
+			m := found{path: p, bytes: info.Size(), blocks: numBlocks(info.Size()), mtime: info.ModTime()}
+			if isPart {
+				m.bytes, m.blocks, err = partHeld(p)
+			}
+			if err != nil || m.bytes <= 0 {
 				os.Remove(p)
 				continue
 			}
-			all = append(all, found{p, info.Size(), info.ModTime()})
+			all = append(all, m)
 		}
 	}
 	return all, nil
 }
 
-// parseName parses a block file name, "<64 hex>-<index>".
-func parseName(name string) (Key, bool) {
-	var k Key
+// partHeld returns the bytes and blocks the partial file p holds.
+func partHeld(p string) (n, blocks int64, err error) {
+	fd, st, err := openMember(p, unix.O_RDONLY)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Close(fd)
+	tr, err := readTrailer(fd, st.Size)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, blocks = tr.held()
+	return n, blocks, nil
+}
+
+// isOldName reports whether name is a block file name of the earlier
+// layout, "<64 hex>-<index>".
+func isOldName(name string) bool {
 	h, idx, ok := strings.Cut(name, "-")
 	if !ok || !isHex(h, 64) {
-		return k, false
+		return false
 	}
 	i, err := strconv.ParseInt(idx, 10, 64)
-	if err != nil || i < 0 || strconv.FormatInt(i, 10) != idx {
-		return k, false
-	}
-	hex.Decode(k.Digest[:], []byte(h))
-	k.Index = i
-	return k, true
+	return err == nil && i >= 0 && strconv.FormatInt(i, 10) == idx
 }
 
 // isHex reports whether s is n lower-case hex digits.

@@ -11,7 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// How the writer puts one block file in place. Where the file system can
+// How the writer puts the file of a member of one block in place (larger
+// members go through their partial files, diskpart.go). Where the file system can
 // (ext4, xfs, btrfs, tmpfs), the block is written to an unnamed file,
 // open(2) with O_TMPFILE in the block's directory, and given its name
 // with linkat(2) once every byte is written: no name is ever seen before
@@ -42,7 +43,7 @@ func (d *Disk) stage(dir string, b []byte) (staged, error) {
 		})
 		switch {
 		case err == nil:
-			if err := writeAll(fd, b); err != nil {
+			if err := writeWhole(fd, b); err != nil {
 				unix.Close(fd)
 				return staged{fd: -1}, err
 			}
@@ -135,7 +136,7 @@ func writeTemp(dir string, b []byte) (string, error) {
 	if err != nil {
 		return "", &fs.PathError{Op: "create", Path: dir, Err: err}
 	}
-	err = writeAll(fd, b)
+	err = writeWhole(fd, b)
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr
 	}
@@ -159,6 +160,16 @@ func openMkdir(dir string, open func() (int, error)) (int, error) {
 	return fd, err
 }
 
+// writeWhole writes b, a whole member, to fd and makes the file 0400, the
+// mode the open path requires of a whole-member file (a file written 0400
+// from the start could not be reopened for writing by a retry).
+func writeWhole(fd int, b []byte) error {
+	if err := writeAll(fd, b); err != nil {
+		return err
+	}
+	return unix.Fchmod(fd, 0o400)
+}
+
 // writeAll writes b to fd.
 func writeAll(fd int, b []byte) error {
 	for len(b) > 0 {
@@ -167,7 +178,7 @@ func writeAll(fd int, b []byte) error {
 			continue
 		}
 		if err != nil {
-			return &fs.PathError{Op: "write", Path: "block file", Err: err}
+			return &fs.PathError{Op: "write", Path: "member file", Err: err}
 		}
 		b = b[n:]
 	}

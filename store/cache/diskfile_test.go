@@ -42,42 +42,41 @@ func watchNames(t *testing.T, dir string) func() []string {
 	}
 }
 
-// TestDiskWriteNamesOnlyWholeBlocks: writing blocks makes no name in the
-// directory but the blocks' own, each once, when the file is whole: no
-// temporary file is ever seen (nor left by a crash).
+// TestDiskWriteNamesOnlyWholeBlocks: writing a member of one block makes
+// no name in the directory but the member's own, once, when the file is
+// whole; writing a larger member makes only its partial file's name and
+// then its own. No temporary file is ever seen (nor left by a crash).
 func TestDiskWriteNamesOnlyWholeBlocks(t *testing.T) {
-	d := openDisk(t, t.TempDir(), 64*BlockSize)
-	keys := []Key{key(1, 0), key(1, 1), key(1, 2)}
-	sub := filepath.Dir(d.path(keys[0]))
-	if err := os.MkdirAll(sub, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	seen := watchNames(t, sub)
-	for _, k := range keys {
-		if err := d.Put(k, block(k, 100000)); err != nil {
+	for _, c := range []struct {
+		size  int64
+		names []string
+	}{{100000, []string{""}}, {2*BlockSize + 100000, []string{partSuffix, ""}}} {
+		d := openDisk(t, t.TempDir(), 64*BlockSize)
+		k := key(1, 0)
+		data := memberData(k, c.size)
+		sub := filepath.Dir(d.MemberPath(k.Digest))
+		if err := os.MkdirAll(sub, 0o700); err != nil {
 			t.Fatal(err)
 		}
-	}
-	d.Flush()
-	names := seen()
-	want := map[string]bool{}
-	for _, k := range keys {
-		want[filepath.Base(d.path(k))] = true
-		if got, err := os.ReadFile(d.path(k)); err != nil || !bytes.Equal(got, block(k, 100000)) {
-			t.Fatalf("block %v: %v", k, err)
+		seen := watchNames(t, sub)
+		for i := range numBlocks(c.size) {
+			if err := d.Put(Key{k.Digest, i}, c.size, blockOf(data, i)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for _, n := range names {
-		if !want[n] {
-			t.Errorf("name %q appeared in the block directory while writing blocks %v", n, keys)
+		d.Flush()
+		names := seen()
+		var want []string
+		for _, s := range c.names {
+			want = append(want, k.Digest.Hex()+s)
 		}
-		delete(want, n)
-	}
-	if len(want) > 0 {
-		t.Errorf("blocks %v never appeared (names seen: %q)", want, names)
-	}
-	if st := d.Stats(); st.Writes != 3 || st.Blocks != 3 || st.WriteErrors != 0 {
-		t.Fatalf("stats %+v, want 3 writes", st)
+		if !slicesEqual(names, want) {
+			t.Errorf("member of %d bytes: names %q appeared, want %q", c.size, names, want)
+		}
+		checkWhole(t, d, k, data)
+		if st := d.Stats(); st.Writes != numBlocks(c.size) || st.Blocks != numBlocks(c.size) || st.WriteErrors != 0 {
+			t.Fatalf("stats %+v, want %d writes", st, numBlocks(c.size))
+		}
 	}
 }
 
@@ -88,7 +87,7 @@ func TestDiskWriteKeepsOtherCopy(t *testing.T) {
 		d := openDisk(t, t.TempDir(), 64*BlockSize)
 		d.noTmpfile.Store(noTmpfile)
 		k := key(1, 0)
-		s, err := d.stage(filepath.Dir(d.path(k)), block(k, 5000))
+		s, err := d.stage(filepath.Dir(d.MemberPath(k.Digest)), block(k, 5000))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,20 +95,20 @@ func TestDiskWriteKeepsOtherCopy(t *testing.T) {
 			t.Fatalf("noTmpfile %v: staged %+v", noTmpfile, s)
 		}
 		theirs := []byte("written by another process")
-		if err := os.WriteFile(d.path(k), theirs, 0o600); err != nil {
+		if err := os.WriteFile(d.MemberPath(k.Digest), theirs, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if s.fd >= 0 {
-			if placed, err := d.place(s, d.path(k), block(k, 5000)); placed || err != nil {
+			if placed, err := d.place(s, d.MemberPath(k.Digest), block(k, 5000)); placed || err != nil {
 				t.Fatalf("place over an existing block: %v, %v; want false, nil", placed, err)
 			}
 		} else {
 			s.discard() // the writer checks for the name under the lock first
 		}
-		if got, _ := os.ReadFile(d.path(k)); !bytes.Equal(got, theirs) {
+		if got, _ := os.ReadFile(d.MemberPath(k.Digest)); !bytes.Equal(got, theirs) {
 			t.Fatalf("noTmpfile %v: the other process's block was replaced: %q", noTmpfile, got)
 		}
-		left, _ := os.ReadDir(filepath.Dir(d.path(k)))
+		left, _ := os.ReadDir(filepath.Dir(d.MemberPath(k.Digest)))
 		if len(left) != 1 {
 			t.Fatalf("noTmpfile %v: %d files left in the block directory, want 1", noTmpfile, len(left))
 		}
@@ -122,14 +121,14 @@ func TestDiskWriteTempNames(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
 	d.noTmpfile.Store(true)
 	k := key(2, 0)
-	if err := d.Put(k, block(k, 7000)); err != nil {
+	if err := d.Put(k, 7000, block(k, 7000)); err != nil {
 		t.Fatal(err)
 	}
 	d.Flush()
-	if got, err := os.ReadFile(d.path(k)); err != nil || !bytes.Equal(got, block(k, 7000)) {
+	if got, err := os.ReadFile(d.MemberPath(k.Digest)); err != nil || !bytes.Equal(got, block(k, 7000)) {
 		t.Fatalf("block: %v", err)
 	}
-	left, _ := os.ReadDir(filepath.Dir(d.path(k)))
+	left, _ := os.ReadDir(filepath.Dir(d.MemberPath(k.Digest)))
 	if len(left) != 1 || d.Stats().Writes != 1 {
 		t.Fatalf("%d files left, stats %+v; want the block alone, one write", len(left), d.Stats())
 	}

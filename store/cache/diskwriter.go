@@ -5,13 +5,16 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // Write-behind. Put hands a block to the Disk's writer goroutine and
 // returns: the read path never waits for a file create, a rename or the
 // directory's lock. The writer takes what is queued in batches, writes
-// each block to an unnamed file, then names the whole batch
-// and updates the directory's totals under one hold of the lock.
+// each member of one block to an unnamed file, then, under one hold of the
+// lock, names those, writes the blocks of larger members into their
+// partial files and updates the directory's totals.
 
 const (
 	// maxQueued bounds the bytes of blocks accepted by Put and not yet
@@ -32,9 +35,10 @@ const (
 // pending is a block accepted by Put and not yet written: seq is its place
 // in the order of Puts.
 type pending struct {
-	k   Key
-	b   []byte
-	seq uint64
+	k    Key
+	size int64 // the member's
+	b    []byte
+	seq  uint64
 }
 
 // queuedBlock returns the bytes of k's block if a Put queued it and it is
@@ -50,7 +54,7 @@ func (d *Disk) queuedBlock(k Key) ([]byte, bool) {
 
 // enqueue queues b as k's block for the writer, waiting up to queueWait
 // for room. It reports false when the queue stays full or is closed; a block already queued counts as queued.
-func (d *Disk) enqueue(k Key, b []byte) bool {
+func (d *Disk) enqueue(k Key, size int64, b []byte) bool {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if _, ok := d.queued[k]; ok {
@@ -84,7 +88,7 @@ func (d *Disk) enqueue(k Key, b []byte) bool {
 		go d.writer()
 	}
 	d.enq++
-	p := &pending{k: k, b: b, seq: d.enq}
+	p := &pending{k: k, size: size, b: b, seq: d.enq}
 	d.queued[k] = p
 	d.fifo = append(d.fifo, p)
 	d.qbytes += int64(len(b))
@@ -99,6 +103,18 @@ func (d *Disk) unqueue(k Key) {
 	if p, ok := d.queued[k]; ok {
 		delete(d.queued, k)
 		d.qbytes -= int64(len(p.b))
+	}
+}
+
+// unqueueMember forgets the queued blocks of the member dg (RemoveMember).
+func (d *Disk) unqueueMember(dg b3.Sum) {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	for k, p := range d.queued {
+		if k.Digest == dg {
+			delete(d.queued, k)
+			d.qbytes -= int64(len(p.b))
+		}
 	}
 }
 
@@ -171,10 +187,12 @@ func (d *Disk) writer() {
 	}
 }
 
-// writeBatch writes the blocks of batch that are not in the directory yet
-// to unnamed or temporary files (diskfile.go), then names them under one
-// hold of the directory's lock, evicting as needed. Failures are counted
-// and logged once, as a synchronous Put's were.
+// writeBatch writes the blocks of batch that are not in the directory
+// yet: members of one block to unnamed or temporary files (diskfile.go),
+// named under one hold of the directory's lock with the blocks of larger
+// members, which go into their partial files (diskpart.go), evicting as
+// needed. Failures are counted and logged once, as a synchronous Put's
+// were.
 func (d *Disk) writeBatch(batch []*pending) {
 	if d.lock == nil {
 		for _, p := range batch {
@@ -183,16 +201,23 @@ func (d *Disk) writeBatch(batch []*pending) {
 		return
 	}
 	files := make([]staged, len(batch))
+	var parts [][]*pending // blocks of larger members, by member, in the order of Put
+	at := map[b3.Sum]int{}
 	for i, p := range batch {
 		files[i] = staged{fd: -1}
-		final := d.path(p.k)
-		if _, err := os.Lstat(final); err == nil {
-			now := time.Now()
-			_ = os.Chtimes(final, now, now) // rewritten: recently used
+		if p.size > BlockSize {
+			j, ok := at[p.k.Digest]
+			if !ok {
+				j = len(parts)
+				at[p.k.Digest] = j
+				parts = append(parts, nil)
+			}
+			parts[j] = append(parts[j], p)
 			continue
 		}
-		if !d.stillQueued(p) {
-			continue
+		final := d.MemberPath(p.k.Digest)
+		if info, err := os.Lstat(final); err == nil && info.Size() == p.size || !d.stillQueued(p) {
+			continue // not touched: a whole-member file's times are the open path's
 		}
 		s, err := d.stage(filepath.Dir(final), p.b)
 		if err != nil {
@@ -205,20 +230,26 @@ func (d *Disk) writeBatch(batch []*pending) {
 	// discarding (place consumed it).
 	wrote, gone := make([]bool, len(batch)), make([]bool, len(batch))
 	err := d.locked(func(t *totals) error {
+		for _, ps := range parts {
+			failed, err := d.writePartLocked(t, ps)
+			for _, p := range failed {
+				d.writeFailed(p.k, err)
+			}
+		}
 		for i, p := range batch {
 			s := files[i]
 			if s.empty() || !d.stillQueued(p) {
 				continue
 			}
-			final := d.path(p.k)
+			final := d.MemberPath(p.k.Digest)
 			// Another process wrote it meanwhile: nothing to evict room
 			// for (link's EEXIST stays the backstop of a race with it).
-			if _, err := os.Lstat(final); err == nil {
+			if d.wholeLocked(t, final, p.size) {
 				continue
 			}
 			n := int64(len(p.b))
 			if !t.ok || t.bytes+n > d.limit {
-				if err := d.evictLocked(t, n, d.lowWater()-n); err != nil {
+				if err := d.evictLocked(t, n, d.lowWater()-n, ""); err != nil {
 					return err
 				}
 			}

@@ -21,21 +21,21 @@ func TestDiskWriteBehind(t *testing.T) {
 	release := holdWriter(d)
 	k := key(1, 0)
 	b := block(k, 5000)
-	if err := d.Put(k, b); err != nil {
+	if err := d.Put(k, 5000, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Put(k, block(k, 5000)); err != nil { // the reader fetched it twice
+	if err := d.Put(k, 5000, block(k, 5000)); err != nil { // the reader fetched it twice
 		t.Fatal(err)
 	}
-	if got, ok := d.Get(k); !ok || !bytes.Equal(got, b) || !d.Has(k) {
-		t.Fatalf("a queued block is not served: Get %v, Has %v", ok, d.Has(k))
+	if got, ok := d.Get(k, 5000); !ok || !bytes.Equal(got, b) || !d.Has(k, 5000) {
+		t.Fatalf("a queued block is not served: Get %v, Has %v", ok, d.Has(k, 5000))
 	}
-	if _, err := os.Stat(d.path(k)); err == nil {
+	if _, err := os.Stat(d.MemberPath(k.Digest)); err == nil {
 		t.Fatal("the block reached the directory while the writer was held")
 	}
 	release()
 	d.Flush()
-	if got, err := os.ReadFile(d.path(k)); err != nil || !bytes.Equal(got, b) {
+	if got, err := os.ReadFile(d.MemberPath(k.Digest)); err != nil || !bytes.Equal(got, b) {
 		t.Fatalf("after Flush: %v", err)
 	}
 	if st := d.Stats(); st.Writes != 1 || st.Blocks != 1 || st.Bytes != 5000 || st.Hits != 1 {
@@ -51,7 +51,7 @@ func TestDiskQueueFull(t *testing.T) {
 	data := make([]byte, BlockSize)
 	const n = maxQueued/BlockSize + 3
 	for i := range n {
-		if err := d.Put(key(i, 0), data); err != nil {
+		if err := d.Put(key(i, 0), BlockSize, data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestDiskQueueFull(t *testing.T) {
 	if st.Dropped != 3 {
 		t.Fatalf("stats %+v, want 3 dropped", st)
 	}
-	if d.Has(key(n-1, 0)) {
+	if d.Has(key(n-1, 0), BlockSize) {
 		t.Fatal("a dropped block is served")
 	}
 	release()
@@ -68,7 +68,7 @@ func TestDiskQueueFull(t *testing.T) {
 		t.Fatalf("after Flush: %+v, want %d written", st, n-3)
 	}
 	// The queue has room again.
-	if d.Put(key(n, 0), data); !d.Has(key(n, 0)) || d.Stats().Dropped != 3 {
+	if d.Put(key(n, 0), BlockSize, data); !d.Has(key(n, 0), BlockSize) || d.Stats().Dropped != 3 {
 		t.Fatal("the queue does not take blocks after it drained")
 	}
 }
@@ -78,19 +78,19 @@ func TestDiskRemoveQueued(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 8*BlockSize)
 	release := holdWriter(d)
 	k, other := key(1, 0), key(2, 0)
-	d.Put(k, block(k, 100))
-	d.Put(other, block(other, 100))
+	d.Put(k, 100, block(k, 100))
+	d.Put(other, 100, block(other, 100))
 	d.Remove(k)
-	if d.Has(k) {
+	if d.Has(k, 100) {
 		t.Fatal("a removed queued block is served")
 	}
 	release()
 	d.Flush()
-	if _, err := os.Stat(d.path(k)); err == nil {
+	if _, err := os.Stat(d.MemberPath(k.Digest)); err == nil {
 		t.Fatal("a removed queued block was written")
 	}
-	if !d.Has(other) || d.Stats().Writes != 1 {
-		t.Fatalf("the other block: Has %v, stats %+v", d.Has(other), d.Stats())
+	if !d.Has(other, 100) || d.Stats().Writes != 1 {
+		t.Fatalf("the other block: Has %v, stats %+v", d.Has(other, 100), d.Stats())
 	}
 }
 
@@ -105,14 +105,14 @@ func TestDiskCloseFlushes(t *testing.T) {
 	for i := range 40 {
 		k := key(i, 0)
 		keys = append(keys, k)
-		d.Put(k, block(k, 1000))
+		d.Put(k, 1000, block(k, 1000))
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
 	d2 := openDisk(t, dir, 8*BlockSize)
 	for _, k := range keys {
-		if b, ok := d2.Get(k); !ok || !bytes.Equal(b, block(k, 1000)) {
+		if b, ok := d2.Get(k, 1000); !ok || !bytes.Equal(b, block(k, 1000)) {
 			t.Fatalf("block %v not on disk after Close", k)
 		}
 	}
@@ -130,15 +130,15 @@ func TestDiskQueueWaits(t *testing.T) {
 	data := make([]byte, BlockSize)
 	const n = maxQueued / BlockSize
 	for i := range n {
-		d.Put(key(i, 0), data)
+		d.Put(key(i, 0), BlockSize, data)
 	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		release()
 	}()
-	d.Put(key(n, 0), data) // waits for the release, then for room
+	d.Put(key(n, 0), BlockSize, data) // waits for the release, then for room
 	d.Flush()
-	if st := d.Stats(); st.Dropped != 0 || st.Writes != n+1 || !d.Has(key(n, 0)) {
+	if st := d.Stats(); st.Dropped != 0 || st.Writes != n+1 || !d.Has(key(n, 0), BlockSize) {
 		t.Fatalf("stats %+v: want %d blocks written, none dropped", st, n+1)
 	}
 }

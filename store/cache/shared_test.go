@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 	"github.com/pinfs/pinfs/store/cache/cachetest"
 )
 
-// dirBytes sums the sizes of the block files under dir.
+// dirBytes sums the bytes the member files under dir hold: a whole
+// file's size, the blocks present in a partial file.
 func dirBytes(t testing.TB, dir string) int64 {
 	t.Helper()
 	var n int64
@@ -29,10 +31,16 @@ func dirBytes(t testing.TB, dir string) int64 {
 		if err != nil {
 			return err
 		}
-		if _, ok := parseName(e.Name()); ok && e.Type().IsRegular() {
-			if info, err := e.Info(); err == nil {
-				n += info.Size()
+		h, part := strings.CutSuffix(e.Name(), partSuffix)
+		if !isHex(h, 64) || !e.Type().IsRegular() {
+			return nil
+		}
+		if part {
+			if held, _, err := partHeld(p); err == nil {
+				n += held
 			}
+		} else if info, err := e.Info(); err == nil {
+			n += info.Size()
 		}
 		return nil
 	})
@@ -61,10 +69,10 @@ func sharedBudget(t *testing.T, dir string) {
 		d *Disk
 		k Key
 	}{{b, ka}, {a, kb}} {
-		if !c.d.Has(c.k) {
+		if !c.d.Has(c.k, bs) {
 			t.Errorf("Has(%v): a block the other Disk wrote is not found", c.k)
 		}
-		if got, ok := c.d.Get(c.k); !ok || !bytes.Equal(got, block(c.k, bs)) {
+		if got, ok := c.d.Get(c.k, bs); !ok || !bytes.Equal(got, block(c.k, bs)) {
 			t.Errorf("Get(%v) = %v: a block the other Disk wrote is not served", c.k, ok)
 		}
 	}
@@ -123,7 +131,7 @@ func TestDiskUncreatableDir(t *testing.T) {
 	if err := put(d, k, block(k, 100)); err != nil {
 		t.Fatalf("Put into a disabled tier: %v", err)
 	}
-	if _, ok := d.Get(k); ok {
+	if _, ok := d.Get(k, 100); ok {
 		t.Fatal("hit in a tier that could not be created")
 	}
 	if !strings.Contains(buf.String(), "disk cache disabled") {
@@ -145,13 +153,13 @@ func TestDiskReadOnlyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	if b, ok := d.Get(old); !ok || !bytes.Equal(b, block(old, 100)) {
+	if b, ok := d.Get(old, 100); !ok || !bytes.Equal(b, block(old, 100)) {
 		t.Fatalf("Get of a block already there = %v", ok)
 	}
 	for i := range 3 {
 		k := key(2+i, 0)
 		put(d, k, block(k, 100))
-		if _, ok := d.Get(k); ok {
+		if _, ok := d.Get(k, 100); ok {
 			t.Fatal("hit for a block that could not be written")
 		}
 	}
@@ -175,12 +183,29 @@ func TestDiskFullDir(t *testing.T) {
 	for i := range 3 {
 		k := key(i, 0)
 		put(d, k, block(k, 64<<10))
-		if _, ok := d.Get(k); ok {
+		if _, ok := d.Get(k, 64<<10); ok {
 			t.Fatal("hit for a block a full file system could not take")
 		}
 	}
 	if st := d.Stats(); st.WriteErrors != 3 || st.Writes != 0 {
 		t.Fatalf("stats %+v, want 3 write errors", st)
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want 1: %s", n, buf)
+	}
+	if len(files(t, dir)) != 1 {
+		t.Fatalf("a failed Put left files: %v", files(t, dir))
+	}
+	// The blocks of a larger member, written into a partial file, fail the
+	// same way, and leave no partial file behind.
+	k := key(9, 0)
+	data := memberData(k, 3*BlockSize)
+	putMember(t, d, k, data, []int64{0, 1, 2})
+	if d.Has(Key{k.Digest, 1}, 3*BlockSize) {
+		t.Fatal("hit for a block a full file system could not take")
+	}
+	if st := d.Stats(); st.WriteErrors != 6 || st.Writes != 0 {
+		t.Fatalf("stats %+v, want 6 write errors", st)
 	}
 	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
 		t.Fatalf("%d warnings, want 1: %s", n, buf)
@@ -231,5 +256,65 @@ func TestDiskSharedProcesses(t *testing.T) {
 	}
 	if st := openDisk(t, dir, 10*BlockSize).Stats(); st.Bytes != dirBytes(t, dir) {
 		t.Fatalf("totals %+v, %d bytes in files", st, dirBytes(t, dir))
+	}
+}
+
+// sameMemberEnv names the directory a child process of
+// TestDiskSameMemberProcesses writes one shared member into.
+const sameMemberEnv = "PINFS_CACHE_TEST_SAME_MEMBER_DIR"
+
+// sameMember is the member both children write.
+func sameMember() (Key, []byte) {
+	k := key(42, 0)
+	return k, memberData(k, 12*BlockSize+10)
+}
+
+// TestDiskSameMemberChild is the child of TestDiskSameMemberProcesses; run
+// directly, it does nothing.
+func TestDiskSameMemberChild(t *testing.T) {
+	dir := os.Getenv(sameMemberEnv)
+	if dir == "" {
+		return
+	}
+	d := openDisk(t, dir, 64*BlockSize)
+	k, data := sameMember()
+	for n, i := range rand.Perm(int(numBlocks(int64(len(data))))) {
+		if err := d.Put(Key{k.Digest, int64(i)}, int64(len(data)), blockOf(data, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+		if n%2 == 1 {
+			d.Flush()
+		}
+	}
+}
+
+// Two processes writing the same member at once end with one whole-member
+// file of the right bytes, and totals that count it once.
+func TestDiskSameMemberProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestDiskSameMemberChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), sameMemberEnv+"="+dir)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("child: %v\n%s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	k, data := sameMember()
+	// The totals the children kept, before a listing corrects them.
+	buf := make([]byte, 64)
+	if n, err := unix.Getxattr(dir, usageAttr, buf); err != nil || string(buf[:n]) != fmt.Sprintf("%d 13", len(data)) {
+		t.Fatalf("totals kept %q (%v), want %d bytes in 13 blocks", buf[:max(n, 0)], err, len(data))
+	}
+	d := openDisk(t, dir, 64*BlockSize)
+	checkWhole(t, d, k, data)
+	if got := files(t, dir); len(got) != 1 {
+		t.Fatalf("files %v, want the whole-member file alone", got)
+	}
+	if st := d.Stats(); st.Bytes != int64(len(data)) || st.Blocks != 13 {
+		t.Fatalf("totals %+v, want %d bytes in 13 blocks", st, len(data))
 	}
 }

@@ -28,6 +28,7 @@ type Tracker struct {
 	state   []atomic.Pointer[memberState] // made on a member's first open, read or seed
 	dirty   []atomic.Uint64               // a bit per member: changed since the last Delta
 	opened  atomic.Int64                  // members opened by this process
+	pt      passedThrough                 // members served by FUSE passthrough (passthrough.go)
 }
 
 type memberState struct {

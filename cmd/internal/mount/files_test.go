@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -59,7 +60,7 @@ func filesOf(t *testing.T, data []byte) *files {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { br.Close() })
-	return &files{blocks: br, members: snap.Table(), tracker: consumed.NewTracker(snap.Table()), metrics: metrics.New(br)}
+	return &files{blocks: br, members: snap.Table(), tracker: consumed.NewTracker(snap.Table()), metrics: metrics.New(br), log: slog.Default()}
 }
 
 // readSizes returns the count and sum lines of pinfs_read_size_bytes.

@@ -2,7 +2,6 @@ package mount
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/pinfs/pinfs/cmd/internal/admission"
-	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
 	"github.com/pinfs/pinfs/cmd/internal/mountstatus"
@@ -28,7 +26,6 @@ import (
 	"github.com/pinfs/pinfs/store/health"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
-	"github.com/pinfs/pinfs/verify/b3"
 	"github.com/pinfs/pinfs/verify/sign"
 )
 
@@ -88,6 +85,12 @@ type Config struct {
 	// ProbeTimeout bounds the check of the store a mount makes before it
 	// serves (checkStore; zero: 10 s).
 	ProbeTimeout time.Duration
+
+	// Passthrough lets the kernel serve an open of a member whose
+	// verified whole-member file is in the disk tier from that file (FUSE
+	// passthrough), once a probe after mounting shows that it takes
+	// backing files (passthrough.go). False serves every read as before.
+	Passthrough bool
 }
 
 // Run mounts c.Digest at c.Mountpoint and serves it until ctx ends
@@ -166,8 +169,10 @@ func Run(ctx context.Context, c Config) (err error) {
 		seed(ctx, c, rec, snap.Table(), tracker)
 	}
 	limitMemory(c.CacheMem, br.Stats().ReadaheadBudget, snap.Table().Len(), log)
+	pt, ptTree, ptReason := passthroughOf(&c)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
+	mx.WatchPassthrough(pt)
 	mx.SetLogger(log)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
@@ -185,17 +190,19 @@ func Run(ctx context.Context, c Config) (err error) {
 	status := &mountstatus.Source{ // pinfs status MOUNTPOINT reads it from the root's xattr
 		Mountpoint: c.Mountpoint, Digest: string(c.Digest), RunID: runID, Store: c.Store.String(), CacheDir: c.CacheDir,
 		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
-		StoreError: storeError(watched),
+		StoreError: storeError(watched), Passthrough: passthroughStatus(pt),
 	}
 	// pinfs run show asks for the consumed set so far, in its own attributes.
 	live := &mountstatus.Consumed{Encode: func() string { return tracker.Set().Encode() }}
-	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx},
-		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr})
+	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx, log: log},
+		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr,
+			Passthrough: ptTree})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})
 	if err != nil {
 		br.Close()
 		return fmt.Errorf("mount %s: %w", c.Mountpoint, err)
 	}
+	probePassthrough(server, pt, disk.Dir(), ptReason, log)
 	fmt.Fprintf(c.Out, "run %s serving %s at %s\n", runID, c.Digest, c.Mountpoint)
 	log.Info("serving", "mountpoint", c.Mountpoint,
 		"members", snap.Table().Len(), "resumed", rec.Resumed())
@@ -213,7 +220,9 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	end := context.WithoutCancel(ctx)
 	emitConsumed(end, rec, tracker, log)
-	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: totals(br.Stats(), tracker.MembersOpened())})
+	tot := totals(br.Stats(), tracker.MembersOpened())
+	tot.PassthroughOpens = pt.Status().Opens
+	return rec.Emit(end, runrecord.Event{Event: runrecord.RunEnd, Totals: tot})
 }
 
 // spoolDir is where a mount with cache directory cacheDir spools run
@@ -294,13 +303,16 @@ func (c *Config) flushInterval() time.Duration {
 }
 
 // emitConsumed writes what t recorded since the last call as a consumed
-// delta. A delta that could not be written goes back into t, for the next.
+// delta, with the members served by passthrough since the last call. A
+// delta that could not be written goes back into t, for the next.
 // An empty one is written too: it says the mount is alive (pinfs run list
 // tells a crashed mount on another host by its silence).
 func emitConsumed(ctx context.Context, rec *runrecord.Record, t *consumed.Tracker, log *slog.Logger) {
-	d := t.Delta()
-	if err := rec.Emit(ctx, runrecord.Event{Event: runrecord.ConsumedSet, Set: d.Encode()}); err != nil {
+	d, pt := t.Delta(), t.PassthroughDelta()
+	e := runrecord.Event{Event: runrecord.ConsumedSet, Set: d.Encode(), Passthrough: consumed.EncodeMembers(pt)}
+	if err := rec.Emit(ctx, e); err != nil {
 		t.Requeue(d)
+		t.RequeuePassthrough(pt)
 		log.Warn("run record: consumed set", "err", err)
 	}
 }
@@ -354,74 +366,6 @@ func limitMemory(cacheMem, readahead int64, members int, log *slog.Logger) {
 	debug.SetMemoryLimit(limit)
 	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem, "readahead_budget", readahead)
 }
-
-// blockMember converts verified member i for the block reader. It is
-// made for each read rather than kept for every member of the snapshot.
-func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
-	m := ms.Member(i)
-	d, err := b3.Parse(m.Digest)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	obj, err := check.Object(&m)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}, nil
-}
-
-// files serves member i of the snapshot through the block reader and
-// records what was read for the consumed set.
-type files struct {
-	blocks  *blocks.Reader
-	members *verify.Table
-	tracker *consumed.Tracker
-	metrics *metrics.Metrics
-}
-
-var (
-	_ fs.Reader      = (*files)(nil)
-	_ fs.SliceReader = (*files)(nil)
-	_ fs.Opener      = (*files)(nil)
-)
-
-func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
-	start := time.Now()
-	m, err := blockMember(f.members, i)
-	if err != nil {
-		return 0, err
-	}
-	n, err := f.blocks.ReadAt(ctx, &m, p, off)
-	return n, f.done(start, i, off, n, err)
-}
-
-// Slices is ReadAt without the copy: the mount replies with the block
-// reader's verified cached blocks as they are.
-func (f *files) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
-	start := time.Now()
-	m, err := blockMember(f.members, i)
-	if err != nil {
-		return nil, 0, err
-	}
-	vs, got, err := f.blocks.Slices(ctx, &m, off, n)
-	return vs, got, f.done(start, i, off, got, err)
-}
-
-// done records a read of n bytes of member i at off that ended with err,
-// for the consumed set and the metrics, and returns err with io.EOF
-// dropped (the fs checks the count).
-func (f *files) done(start time.Time, i int, off int64, n int, err error) error {
-	if n > 0 {
-		f.tracker.Read(i, off, int64(n))
-	}
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	f.metrics.ObserveRead(time.Since(start), n, err)
-	return err
-}
-
-func (f *files) Opened(i int) { f.tracker.Opened(i) }
 
 // reporter writes read-path events to the run record; Report returns
 // once the event is durable (in the record or its spool), or an error, at

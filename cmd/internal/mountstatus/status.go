@@ -45,8 +45,22 @@ type Status struct {
 	// StoreError is the failure of the mount's last fetch from the store,
 	// until a fetch succeeds; nil when there is none. Query does not
 	// count a mount whose last fetch was refused for access as serving.
-	StoreError *StoreError    `json:"store_error,omitempty"`
-	Version    buildinfo.Info `json:"version,omitzero"` // the daemon's build
+	StoreError *StoreError `json:"store_error,omitempty"`
+	// Passthrough is whether the mount hands cached member files to the
+	// kernel (FUSE passthrough) and how much it did; nil when the
+	// daemon does not say (not serving, or a pinfs before it).
+	Passthrough *Passthrough   `json:"passthrough,omitempty"`
+	Version     buildinfo.Info `json:"version,omitzero"` // the daemon's build
+}
+
+// Passthrough is a mount's FUSE passthrough: Enabled, or the Reason it is
+// off; Opens served from a backing file (the daemon saw none of their
+// reads) and Bytes, the sum of the sizes of their members.
+type Passthrough struct {
+	Enabled bool   `json:"enabled"`
+	Reason  string `json:"reason,omitempty"`
+	Opens   int64  `json:"opens"`
+	Bytes   int64  `json:"bytes"`
 }
 
 // StoreError is how the mount's last failed fetch from the store failed
@@ -88,6 +102,7 @@ type Source struct {
 	Stats                                      func() blocks.Stats
 	MembersOpened                              func() int64
 	StoreError                                 func() *StoreError // the last failed fetch, nil for none
+	Passthrough                                func() Passthrough // nil: the status has none
 }
 
 // Status returns the mount's status now.
@@ -100,8 +115,16 @@ func (s *Source) Status() *Status {
 		Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Store: s.Store, CacheDir: s.CacheDir,
 		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
-		IntegrityEvents: in, StoreError: s.storeError(), Version: buildinfo.Get(),
+		IntegrityEvents: in, StoreError: s.storeError(), Passthrough: s.passthrough(), Version: buildinfo.Get(),
 	}
+}
+
+func (s *Source) passthrough() *Passthrough {
+	if s.Passthrough == nil {
+		return nil
+	}
+	p := s.Passthrough()
+	return &p
 }
 
 func (s *Source) storeError() *StoreError {
@@ -122,7 +145,8 @@ func (s *Source) JSON() []byte {
 }
 
 // WriteText writes s for a person: a serving mount in five lines (six
-// with the store's last error), any other in one line with the reason.
+// with the store's last error, one more with passthrough), any other in
+// one line with the reason.
 func (s *Status) WriteText(w io.Writer) error {
 	if !s.Serving {
 		_, err := fmt.Fprintf(w, "%s not serving: %s\n", s.Mountpoint, s.Error)
@@ -142,8 +166,25 @@ func (s *Status) WriteText(w io.Writer) error {
 		se := s.StoreError
 		_, err = fmt.Fprintf(w, "  store error: %s at %s: %s\n", se.Kind, se.Time.UTC().Format(time.RFC3339), se.Message)
 	}
+	if err == nil && s.Passthrough != nil {
+		err = s.Passthrough.writeText(w)
+	}
 	if err == nil {
 		_, err = fmt.Fprintf(w, "  pinfs %s\n", s.Version)
+	}
+	return err
+}
+
+// writeText writes p's line of the text status.
+func (p *Passthrough) writeText(w io.Writer) error {
+	var err error
+	switch {
+	case p.Enabled:
+		_, err = fmt.Fprintf(w, "  passthrough on: %d opens, %d bytes\n", p.Opens, p.Bytes)
+	case p.Reason != "":
+		_, err = fmt.Fprintf(w, "  passthrough off: %s\n", p.Reason)
+	default:
+		_, err = fmt.Fprintf(w, "  passthrough off\n")
 	}
 	return err
 }

@@ -93,6 +93,17 @@ func TestJSONFieldNames(t *testing.T) {
 		string(withErr.StoreError) != `{"kind":"unreachable","message":"cannot reach S3","time":"2026-12-02T08:00:00Z"}` {
 		t.Errorf("store_error %s (%v)", withErr.StoreError, err)
 	}
+	src.Passthrough = func() Passthrough { return Passthrough{Enabled: true, Opens: 2, Bytes: 300} }
+	var withPT struct {
+		Passthrough json.RawMessage `json:"passthrough"`
+	}
+	if err := json.Unmarshal(src.JSON(), &withPT); err != nil || string(withPT.Passthrough) != `{"enabled":true,"opens":2,"bytes":300}` {
+		t.Errorf("passthrough %s (%v)", withPT.Passthrough, err)
+	}
+	src.Passthrough = func() Passthrough { return Passthrough{Reason: "no CAP_SYS_ADMIN"} }
+	if err := json.Unmarshal(src.JSON(), &withPT); err != nil || string(withPT.Passthrough) != `{"enabled":false,"reason":"no CAP_SYS_ADMIN","opens":0,"bytes":0}` {
+		t.Errorf("passthrough off: %s (%v)", withPT.Passthrough, err)
+	}
 	hits, _ := json.Marshal(m["cache_hits"])
 	integrity, _ := json.Marshal(m["integrity_events"])
 	if string(hits) != `{"disk":2,"memory":10}` || string(integrity) != `{"fetch_failed":4,"mismatch":3,"total":8,"version_missing":1}` {
@@ -144,6 +155,21 @@ func TestWriteText(t *testing.T) {
 	st.WriteText(&b)
 	if line := "  store error: unreachable at 2026-12-02T07:00:00Z: cannot reach S3 at http://h: connection refused\n"; !strings.Contains(b.String(), line) {
 		t.Errorf("text\n%s\nlacks\n%s", b.String(), line)
+	}
+
+	for _, c := range []struct {
+		p    Passthrough
+		line string
+	}{
+		{Passthrough{Enabled: true, Opens: 3, Bytes: 1 << 30}, "  passthrough on: 3 opens, 1073741824 bytes\n"},
+		{Passthrough{Reason: "disabled (--passthrough=false)"}, "  passthrough off: disabled (--passthrough=false)\n"},
+	} {
+		st.Passthrough = &c.p
+		b.Reset()
+		st.WriteText(&b)
+		if !strings.Contains(b.String(), c.line+"  pinfs ") {
+			t.Errorf("text\n%s\nlacks, before the version,\n%s", b.String(), c.line)
+		}
 	}
 
 	b.Reset()

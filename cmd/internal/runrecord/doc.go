@@ -94,6 +94,11 @@
 // that resumes the run seeds its set with that union first, so its own
 // totals and deltas continue the run rather than restart it.
 //
+// A delta may also carry "passthrough": the members of it that the kernel
+// served through FUSE passthrough (consumed.EncodeMembers), whose reads
+// never reached the mount, so that they are in the set as read in full. A
+// reader that does not know the field loses nothing of the set.
+//
 // Records written before issue 9 carry a cumulative "members" list (path,
 // id, digest, size, bytes, full) instead; Event.Members still decodes it,
 // and a reader unions those lists like deltas (consumed.FromLegacy).

@@ -79,12 +79,20 @@ type Event struct {
 	// issue 9; mounts no longer write it, readers still decode it.
 	Members []Consumed `json:"members,omitempty"`
 	// Set is a consumed delta (consumed.Set.Encode), on consumed.
-	//
-	// Members and Set are the last fields, so that the payload starts at
-	// the first `,"members":` or `,"set":` of a line (a JSON string cannot
-	// hold those bytes unescaped) and a reader that needs only the other
-	// fields cuts the line there (see List). Keep them last.
 	Set string `json:"set,omitempty"`
+	// Passthrough is the members of a consumed delta that the kernel
+	// served through FUSE passthrough (consumed.EncodeMembers), so
+	// opened and counted as read in full without a read reaching the
+	// mount; omitted when there are none, as with --passthrough=false.
+	// Readers before issue 25 ignore it: to them the members are opened
+	// and read in full, which they are in Set too.
+	//
+	// Members, Set and Passthrough are the last fields, so that the
+	// payload starts at the first `,"members":`, `,"set":` or
+	// `,"passthrough":` of a line (a JSON string cannot hold those bytes
+	// unescaped) and a reader that needs only the other fields cuts the
+	// line there (see List). Keep them last.
+	Passthrough string `json:"passthrough,omitempty"`
 }
 
 // Range is a byte range of a member.
@@ -104,6 +112,9 @@ type Totals struct {
 	Mismatches     int64 `json:"mismatches"`
 	VersionMissing int64 `json:"version_missing"`
 	FetchFailed    int64 `json:"fetch_failed"`
+	// PassthroughOpens counts the opens the kernel served from a cache
+	// file (FUSE passthrough); omitted when none did.
+	PassthroughOpens int64 `json:"passthrough_opens,omitempty"`
 }
 
 // Consumed is one member that a run read, fully or in part.

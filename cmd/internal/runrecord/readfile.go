@@ -12,11 +12,12 @@ import (
 	"github.com/pinfs/pinfs/store"
 )
 
-// payloadMarks are where an event line's payload starts: Members and Set
-// are Event's last fields, and a JSON string cannot hold these bytes.
-var payloadMarks = [...][]byte{[]byte(`,"members":`), []byte(`,"set":`)}
+// payloadMarks are where an event line's payload starts: Members, Set and
+// Passthrough are Event's last fields, and a JSON string cannot hold these
+// bytes.
+var payloadMarks = [...][]byte{[]byte(`,"members":`), []byte(`,"set":`), []byte(`,"passthrough":`)}
 
-const maxMarkLen = len(`,"members":`)
+const maxMarkLen = len(`,"passthrough":`)
 
 // lineScanner reads the lines of a JSON Lines file of any length through
 // one reusable buffer, which holds at most max bytes of a line (what is

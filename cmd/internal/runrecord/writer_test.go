@@ -44,16 +44,16 @@ func TestStoreAndFlushIntervalOnStart(t *testing.T) {
 	}
 }
 
-// TestPayloadFieldsLast: Members and Set are the last fields of Event, so
-// that List can cut a line before its payload.
+// TestPayloadFieldsLast: Members, Set and Passthrough are the last fields
+// of Event, so that List can cut a line before its payload.
 func TestPayloadFieldsLast(t *testing.T) {
 	ty := reflect.TypeFor[Event]()
 	n := ty.NumField()
-	if ty.Field(n-1).Name != "Set" || ty.Field(n-2).Name != "Members" {
-		t.Fatalf("the last fields of Event are %s, %s; want Members, Set", ty.Field(n-2).Name, ty.Field(n-1).Name)
+	if ty.Field(n-1).Name != "Passthrough" || ty.Field(n-2).Name != "Set" || ty.Field(n-3).Name != "Members" {
+		t.Fatalf("the last fields of Event are %s, %s, %s; want Members, Set, Passthrough", ty.Field(n-3).Name, ty.Field(n-2).Name, ty.Field(n-1).Name)
 	}
 	e := Event{Time: time.Date(2026, 12, 1, 9, 0, 0, 5, time.UTC), RunID: "r", Digest: digestA, Event: ConsumedSet, Seq: 1, Host: "h", PID: 1,
-		Totals: &Totals{MembersOpened: 3}, Permit: &Permit{Purpose: `,"set":x`}, Members: []Consumed{{Path: "a"}}, Set: "c1.y"}
+		Totals: &Totals{MembersOpened: 3}, Permit: &Permit{Purpose: `,"set":x`}, Members: []Consumed{{Path: "a"}}, Set: "c1.y", Passthrough: "c1.z"}
 	line, err := e.line()
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestPayloadFieldsLast(t *testing.T) {
 		t.Fatalf("the line cut before its payload does not decode: %v", err)
 	}
 	want := e
-	want.Members, want.Set = nil, ""
+	want.Members, want.Set, want.Passthrough = nil, "", ""
 	if !reflect.DeepEqual(head, want) {
 		t.Fatalf("the cut line decodes as %+v, want %+v", head, want)
 	}

@@ -56,9 +56,13 @@ func AskLive(ctx context.Context, run *runrecord.Run, t *verify.Table, timeout t
 // totalsOf returns the run_end totals that status st counts so far.
 func totalsOf(st *mountstatus.Status) runrecord.Totals {
 	in := st.IntegrityEvents
-	return runrecord.Totals{
+	tot := runrecord.Totals{
 		MembersOpened: st.MembersOpened, BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		MemHits: st.CacheHits.Memory, DiskHits: st.CacheHits.Disk, NetworkFetches: st.NetworkFetches,
 		Mismatches: in.Mismatch, VersionMissing: in.VersionMissing, FetchFailed: in.FetchFailed,
 	}
+	if st.Passthrough != nil {
+		tot.PassthroughOpens = st.Passthrough.Opens
+	}
+	return tot
 }

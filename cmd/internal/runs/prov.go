@@ -76,7 +76,7 @@ func ExportPROV(r *Report, t *verify.Table, s *consumed.Set) ([]byte, error) {
 	}
 	rel("used", "u", map[string]any{"prov:activity": run, "prov:entity": snap})
 	var members []any
-	for _, m := range memberReports(s, t) {
+	for _, m := range memberReports(s, t, nil) {
 		id := "member:" + strconv.Itoa(m.Index)
 		e := map[string]any{
 			"prov:type":     qname("pinfs:Member"),

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/verify"
@@ -13,18 +15,21 @@ import (
 // Report is what `pinfs run show --json` prints: everything the record
 // says about one run.
 type Report struct {
-	RunID     string            `json:"run_id"`
-	Digest    verify.Digest     `json:"digest"`
-	State     string            `json:"state"` // runrecord.StateRunning, ...
-	Permit    *runrecord.Permit `json:"permit,omitempty"`
-	Mounts    []MountReport     `json:"mounts"`
-	Totals    runrecord.Totals  `json:"totals"`            // summed over the mounts' run_end totals and the live mounts' counters
-	Consumed  ConsumedReport    `json:"consumed"`          // the record's, and the live mounts' so far
-	Events    []EventReport     `json:"events"`            // the integrity events, in record order
-	Integrity map[string]*Group `json:"integrity"`         // IntegrityKinds, every kind present
-	Members   []MemberReport    `json:"members,omitempty"` // only when asked for
-	Spooled   int               `json:"spooled"`           // events merged from the local spool
-	Torn      int               `json:"torn_lines"`        // lines of the record that did not parse
+	RunID    string            `json:"run_id"`
+	Digest   verify.Digest     `json:"digest"`
+	State    string            `json:"state"` // runrecord.StateRunning, ...
+	Permit   *runrecord.Permit `json:"permit,omitempty"`
+	Mounts   []MountReport     `json:"mounts"`
+	Totals   runrecord.Totals  `json:"totals"`   // summed over the mounts' run_end totals and the live mounts' counters
+	Consumed ConsumedReport    `json:"consumed"` // the record's, and the live mounts' so far
+	// Passthrough is the members served by FUSE passthrough, as of each
+	// mount's last flush; nil when there are none.
+	Passthrough *PassthroughReport `json:"passthrough,omitempty"`
+	Events      []EventReport      `json:"events"`            // the integrity events, in record order
+	Integrity   map[string]*Group  `json:"integrity"`         // IntegrityKinds, every kind present
+	Members     []MemberReport     `json:"members,omitempty"` // only when asked for
+	Spooled     int                `json:"spooled"`           // events merged from the local spool
+	Torn        int                `json:"torn_lines"`        // lines of the record that did not parse
 }
 
 // MountReport is one mount of the run (runrecord.Mount): for a mount still
@@ -88,6 +93,9 @@ type MemberReport struct {
 	Bytes   int64  `json:"bytes"` // distinct bytes read
 	Full    bool   `json:"full"`  // Bytes == Size, as consumed.Set.Summarize counts it
 	Split   string `json:"split,omitempty"`
+	// Passthrough: the kernel served it through FUSE passthrough at
+	// least once (see PassthroughReport).
+	Passthrough bool `json:"passthrough,omitempty"`
 }
 
 // IntegrityKinds are the event kinds Report.Integrity groups, in the
@@ -153,6 +161,8 @@ func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time
 		}
 	}
 	r.Consumed = ConsumedReport{Summary: s.Summarize(t), Digest: ConsumedDigest(s, t)}
+	var pt *roaring.Bitmap
+	r.Passthrough, pt = passthroughReport(run, t)
 	for _, k := range IntegrityKinds {
 		r.Integrity[k] = &Group{Members: []string{}}
 	}
@@ -175,7 +185,7 @@ func ShowSet(run *runrecord.Run, t *verify.Table, s *consumed.Set, now time.Time
 		g.Members = slices.Compact(g.Members)
 	}
 	if members {
-		r.Members = memberReports(s, t)
+		r.Members = memberReports(s, t, pt)
 	}
 	return r
 }
@@ -198,8 +208,9 @@ func runStateOf(run *runrecord.Run, ms []runrecord.Mount) string {
 	return runrecord.StateOf(ms, run.Permit != nil)
 }
 
-// memberReports lists the members of s in index order.
-func memberReports(s *consumed.Set, t *verify.Table) []MemberReport {
+// memberReports lists the members of s in index order, marking those of
+// pt (nil for none) as served by passthrough.
+func memberReports(s *consumed.Set, t *verify.Table, pt *roaring.Bitmap) []MemberReport {
 	ms := make([]MemberReport, 0, s.Opened.GetCardinality())
 	it := s.Opened.Iterator()
 	for it.HasNext() {
@@ -208,7 +219,7 @@ func memberReports(s *consumed.Set, t *verify.Table) []MemberReport {
 		n := s.Bytes(i, m.Size)
 		ms = append(ms, MemberReport{
 			Index: int(i), Path: m.Path, ID: m.ID, Digest: m.Digest, Version: Version(&m), Source: m.Source(),
-			Size: m.Size, Bytes: n, Full: n == m.Size, Split: m.Split,
+			Size: m.Size, Bytes: n, Full: n == m.Size, Split: m.Split, Passthrough: pt != nil && pt.Contains(i),
 		})
 	}
 	return ms
@@ -225,4 +236,5 @@ func addTotals(a, b *runrecord.Totals) {
 	a.Mismatches += b.Mismatches
 	a.VersionMissing += b.VersionMissing
 	a.FetchFailed += b.FetchFailed
+	a.PassthroughOpens += b.PassthroughOpens
 }

@@ -142,7 +142,7 @@ func onDisk(d *cache.Disk, m *blocks.Member) (int64, bool) {
 	var n int64
 	full := true
 	for i := int64(0); i*blocks.BlockSize < m.Size; i++ {
-		if d.Has(cache.Key{Digest: m.Digest, Index: i}) {
+		if d.Has(cache.Key{Digest: m.Digest, Index: i}, m.Size) {
 			n += min(blocks.BlockSize, m.Size-i*blocks.BlockSize)
 		} else {
 			full = false

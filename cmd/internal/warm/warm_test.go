@@ -101,7 +101,7 @@ func (s *snapshot) cachedBytes(t *testing.T, dir, path string) int64 {
 	want := s.files[path]
 	var n int64
 	for i := int64(0); i*blocks.BlockSize < int64(len(want)); i++ {
-		b, ok := disk.Get(cache.Key{Digest: b3.Of(want), Index: i})
+		b, ok := disk.Get(cache.Key{Digest: b3.Of(want), Index: i}, int64(len(want)))
 		if !ok {
 			continue
 		}
@@ -151,6 +151,16 @@ func TestRunWarmsTheSelection(t *testing.T) {
 		if got := s.cachedBytes(t, dir, p); got != int64(len(b)) {
 			t.Errorf("%s: %d of %d bytes cached", p, got, len(b))
 		}
+		if len(b) == 0 {
+			continue
+		}
+		// Each member warmed is one whole-member file, 0400, of its size:
+		// what the open path hands to the kernel.
+		h := b3.Of(b).Hex()
+		info, err := os.Lstat(filepath.Join(dir, "blocks", h[:2], h))
+		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm() != 0o400 || info.Size() != int64(len(b)) {
+			t.Errorf("%s: no whole-member file of %d bytes, mode 0400, after warm: %v, %v", p, len(b), info, err)
+		}
 	}
 }
 
@@ -189,7 +199,7 @@ func TestRunFailsOnTamperedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer disk.Close()
-	if disk.Has(cache.Key{Digest: sum, Index: 2}) {
+	if disk.Has(cache.Key{Digest: sum, Index: 2}, int64(len(s.files["train/big.bin"]))) {
 		t.Error("the tampered block is in the disk cache")
 	}
 }

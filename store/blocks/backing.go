@@ -1,0 +1,318 @@
+package blocks
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// ErrNoBacking: Backing has no verified file to hand over; the open is
+// served through the Reader as usual. The error wraps why: fs.ErrNotExist
+// for a plain miss, b3.ErrMismatch for a file that failed verification.
+var ErrNoBacking = errors.New("blocks: no verified backing file")
+
+// maxStamps bounds the stamps a Reader keeps: past it the least recently
+// handed over member is verified again at its next open.
+const maxStamps = 16384
+
+// touchAge is how old a member file's modification time may be before
+// Backing refreshes it: the disk tier's least-recently-used mark of a
+// member file, which the tier itself does not set. A touch changes the
+// file's ctime, and so its stamp: the file is verified again after it
+// (a cost once per touchAge, never per open), and every other mount that
+// verified it does so at its next open too. An hour keeps that rare and
+// the eviction order of member files exact to within an hour.
+const touchAge = time.Hour
+
+// stamp is what fstat says of a member file that may change without its
+// bytes being read: a file whose stamp is the one recorded after its
+// verification is handed over again without a read.
+type stamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime unix.Timespec
+}
+
+func stampOf(st *unix.Stat_t) stamp {
+	return stamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// Backing returns m's whole-member file from the disk tier, opened
+// read-only, once it is known to hold exactly m's bytes, for FUSE
+// passthrough; or an error (ErrNoBacking wrapping why) and the open is
+// served through the Reader as usual. The caller closes the file.
+//
+// The file must be a regular file owned by the daemon's effective user,
+// mode 0400, of m's size, in a cache directory of mode 0700 owned by the
+// same user; the checks are made on the open descriptor, which is what
+// the kernel will read. A file that passes is handed over at once if its
+// stamp (device, inode, size, mtime, ctime) is the one this Reader
+// recorded when it last verified it; otherwise it is verified in full
+// first (verifyBacking), and concurrent calls for one member share that
+// verification, each waiting by its own ctx. A file that fails
+// verification is removed and reported as a "mismatch" event From "disk";
+// if the Reporter cannot record it, the error wraps ErrNotRecorded too,
+// and the event is owed to the member's first block, whose next read
+// fails until it is recorded.
+func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
+	if r.disk.Limit() == 0 {
+		return nil, fmt.Errorf("%w: disk tier disabled: %w", ErrNoBacking, fs.ErrNotExist)
+	}
+	if !r.enter() {
+		return nil, fmt.Errorf("%w: %w", ErrNoBacking, ErrClosed)
+	}
+	defer r.reads.Done()
+	if err := checkDir(r.disk.Dir()); err != nil {
+		r.st.backRefused.Add(1)
+		return nil, err
+	}
+	p := r.disk.MemberPath(m.Digest)
+	// O_NONBLOCK: opening a FIFO put there would otherwise wait for a
+	// writer; it is cleared once the file is known to be a regular one.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch {
+	case err == unix.ENOENT:
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoBacking, p, fs.ErrNotExist)
+	case err == unix.ELOOP:
+		r.st.backRefused.Add(1)
+		return nil, fmt.Errorf("%w: %s is a symbolic link", ErrNoBacking, p)
+	case err != nil:
+		r.st.backRefused.Add(1)
+		return nil, fmt.Errorf("%w: open %s: %w", ErrNoBacking, p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	st, err := r.checkFile(f, m)
+	if err == nil {
+		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, 0)
+	}
+	if err == nil {
+		if rec, ok := r.stamps.Get(m.Digest); ok && rec == st && !stale(st) {
+			r.st.backHanded.Add(1)
+			return f, nil
+		}
+		err = r.verified(ctx, f, m)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.st.backHanded.Add(1)
+	return f, nil
+}
+
+// stale reports whether a member file of stamp st is due for the touch
+// that marks it recently used (touchAge).
+func stale(st stamp) bool { return time.Since(time.Unix(st.mtime.Unix())) > touchAge }
+
+// Recheck returns nil when f, a member file Backing handed over for m
+// earlier, still holds m's verified bytes: at once when its stamp is the
+// one recorded, else once it passed the checks and a verification again,
+// as in Backing (a file that fails it is reported, and removed from the
+// disk tier). The kernel reads an open's backing file itself, and every
+// passthrough open of an inode shares the first one's file: a new open
+// may use it only after this.
+func (r *Reader) Recheck(ctx context.Context, m *Member, f *os.File) error {
+	if !r.enter() {
+		return fmt.Errorf("%w: %w", ErrNoBacking, ErrClosed)
+	}
+	defer r.reads.Done()
+	st, err := r.checkFile(f, m)
+	if err != nil {
+		return err
+	}
+	if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
+		return nil
+	}
+	return r.verified(ctx, f, m)
+}
+
+// checkDir checks that dir is a directory of mode 0700 owned by the
+// daemon's effective user: then only that user (and root) can have put a
+// file in it, so a file that is ours by its owner was written by pinfs or
+// by someone who could write the daemon's memory as well.
+func checkDir(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return fmt.Errorf("%w: cache dir %s: %w", ErrNoBacking, dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o7777 != 0o700 || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%w: cache dir %s has mode %o and owner %d, want a directory of mode 700 owned by %d",
+			ErrNoBacking, dir, st.Mode, st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// checkFile checks, on f's descriptor, that f can be m's member file, and
+// returns its stamp. A file that fails is not handed over. Only a file
+// that the disk tier marks as complete (a regular file of ours, mode 0400)
+// but that has the wrong size is removed, counted and reported as a
+// mismatch: a file of another mode may be one the tier is still writing,
+// and one of another owner or kind is not ours to remove.
+func (r *Reader) checkFile(f *os.File, m *Member) (stamp, error) {
+	st, err := fstat(f)
+	if err != nil {
+		r.st.backRefused.Add(1)
+		return stamp{}, err
+	}
+	ours := st.Mode&unix.S_IFMT == unix.S_IFREG && int(st.Uid) == os.Geteuid()
+	if !ours || st.Mode&0o7777 != 0o400 {
+		r.st.backRefused.Add(1)
+		return stamp{}, fmt.Errorf("%w: %s has mode %o and owner %d, want a regular file of mode 400 owned by %d",
+			ErrNoBacking, f.Name(), st.Mode, st.Uid, os.Geteuid())
+	}
+	if st.Size != m.Size {
+		err := fmt.Errorf("%w: %s has %d bytes, the member %d: %w", ErrNoBacking, f.Name(), st.Size, m.Size, b3.ErrMismatch)
+		return stamp{}, r.damaged(m, err)
+	}
+	return stampOf(&st), nil
+}
+
+// fstat returns the status of f's descriptor (not of its name, which
+// may have been replaced since the open).
+func fstat(f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return st, fmt.Errorf("%w: fstat %s: %w", ErrNoBacking, f.Name(), err)
+	}
+	return st, nil
+}
+
+// damaged removes m's member file, which err says is not m's bytes,
+// forgets its stamp, counts a mismatch and reports it for the whole
+// member, and returns the error for Backing (wrapping ErrNotRecorded if
+// the Reporter could not record it).
+func (r *Reader) damaged(m *Member, err error) error {
+	r.disk.RemoveMember(m.Digest)
+	r.stamps.Remove(m.Digest)
+	r.st.mismatches.Add(1)
+	return r.report(Event{Kind: KindMismatch, Member: m, Off: 0, Len: m.Size, From: FromDisk, Err: err}, err)
+}
+
+// verified verifies f, m's member file, in full, or joins the
+// verification of m's file already running, and returns nil once f's
+// current stamp is the one recorded by that verification. The
+// verification runs on a duplicate of f's descriptor and the Reader's
+// context, so that a caller whose ctx ends returns at once while it goes
+// on for the others; Close cancels it.
+func (r *Reader) verified(ctx context.Context, f *os.File, m *Member) error {
+	c, own := r.backs.Start(m.Digest)
+	if own {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		r.mu.Lock()
+		closed := r.closed
+		if err == nil && !closed {
+			r.wg.Add(1)
+		}
+		r.mu.Unlock()
+		switch {
+		case err != nil:
+			err = fmt.Errorf("%w: dup %s: %w", ErrNoBacking, f.Name(), err)
+		case closed:
+			unix.Close(fd)
+			err = fmt.Errorf("%w: %w", ErrNoBacking, ErrClosed)
+		}
+		if err != nil {
+			c.Set(stamp{}, err)
+			r.backs.Forget(m.Digest, c)
+			return err
+		}
+		mc := *m // the caller's may change
+		go func() {
+			defer r.wg.Done()
+			g := os.NewFile(uintptr(fd), f.Name())
+			defer g.Close()
+			st, err := r.verifyBacking(r.ctx, g, &mc)
+			c.Set(st, err)
+			r.backs.Forget(mc.Digest, c)
+		}()
+	}
+	rec, err := c.Wait(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ErrNoBacking, ctx.Err())
+		}
+		return err
+	}
+	st, err := fstat(f)
+	if err != nil {
+		return err
+	}
+	if stampOf(&st) != rec {
+		// Another file took the name after the verification opened it
+		// (or before it, for a caller that joined): the next open
+		// verifies the file then there.
+		return fmt.Errorf("%w: %s is not the file just verified", ErrNoBacking, f.Name())
+	}
+	return nil
+}
+
+// verifyBacking verifies f, m's member file, which checkFile has passed,
+// in full against m's digest, and returns the stamp it recorded. A file
+// whose mtime is older than touchAge is touched first: this is the disk
+// tier's least-recently-used mark for member files, which the tier itself
+// does not set, as it changes ctime and so the stamp. A file that fails
+// is damaged (removed and reported). The stamp is recorded only if fstat
+// says the same before and after the whole read.
+func (r *Reader) verifyBacking(ctx context.Context, f *os.File, m *Member) (stamp, error) {
+	st, err := fstat(f)
+	if err != nil {
+		return stamp{}, err
+	}
+	if time.Since(time.Unix(st.Mtim.Unix())) > touchAge {
+		// utimensat(fd, NULL, NULL, 0): both times of the open file to now.
+		if _, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, 0, 0, 0, 0); e != 0 {
+			return stamp{}, fmt.Errorf("%w: touching %s: %w", ErrNoBacking, f.Name(), e)
+		}
+		if st, err = fstat(f); err != nil {
+			return stamp{}, err
+		}
+	}
+	before := stampOf(&st)
+	var ob []byte
+	if !wholeMember(m) {
+		octx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+		ob, err = r.outboard(octx, m, false)
+		cancel()
+		if err != nil {
+			return stamp{}, fmt.Errorf("%w: %w", ErrNoBacking, err)
+		}
+	}
+	err = r.verifyFile(ctx, f, m, ob, verifyWorkers())
+	if errors.Is(err, b3.ErrMismatch) && !wholeMember(m) {
+		// A cached outboard may be the bad copy: check against the
+		// store's before blaming the file, as a disk hit does.
+		octx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+		fresh, oerr := r.outboard(octx, m, true)
+		cancel()
+		switch {
+		case oerr != nil:
+			return stamp{}, fmt.Errorf("%w: %w", ErrNoBacking, oerr)
+		case !bytes.Equal(fresh, ob):
+			err = r.verifyFile(ctx, f, m, fresh, verifyWorkers())
+		}
+	}
+	if errors.Is(err, b3.ErrMismatch) {
+		return stamp{}, r.damaged(m, fmt.Errorf("%w: %s: %w", ErrNoBacking, f.Name(), err))
+	}
+	if err != nil {
+		return stamp{}, fmt.Errorf("%w: verifying %s: %w", ErrNoBacking, f.Name(), err)
+	}
+	if st, err = fstat(f); err != nil {
+		return stamp{}, err
+	}
+	if after := stampOf(&st); after != before {
+		return stamp{}, fmt.Errorf("%w: %s changed while it was verified", ErrNoBacking, f.Name())
+	}
+	r.stamps.Put(m.Digest, before)
+	r.st.backVerified.Add(1)
+	r.st.backBytes.Add(m.Size)
+	return before, nil
+}
