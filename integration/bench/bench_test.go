@@ -49,6 +49,7 @@ type bench struct {
 	bin        string
 	hasMetrics bool   // pinfs mount has --metrics-addr (Prometheus metrics and pprof)
 	hasWarm    bool   // pinfs has the warm command
+	hasPT      bool   // pinfs mount has --passthrough (issue 25)
 	root       string // repository root
 	s          *s3test.Server
 	env        []string
@@ -103,6 +104,7 @@ func TestBench(t *testing.T) {
 	b.hasMetrics = strings.Contains(help.stdout+help.stderr, "--metrics-addr")
 	warmHelp := run(time.Minute, nil, b.bin, "warm", "--help")
 	b.hasWarm = strings.Contains(warmHelp.stdout+warmHelp.stderr, "--cache-dir")
+	b.hasPT = strings.Contains(help.stdout+help.stderr, "--passthrough")
 	defer b.report(t)
 
 	// A shared machine: wait (bounded) for other work to calm down.
@@ -122,14 +124,19 @@ func TestBench(t *testing.T) {
 		b.setupS3(t)
 		t.Run("shaped", b.shaped)
 		return
+	case "passthrough": // the issue 25 rows alone, on the fixture they need
+		b.setupS3(t)
+		t.Run("passthrough", b.passthrough)
+		return
 	default:
-		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale and shaped", benchOnly())
+		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale, shaped and passthrough", benchOnly())
 	}
 	b.setupS3(t)
 
 	t.Run("sequential", b.sequential)
 	t.Run("small-files", b.smallFiles)
 	t.Run("warm", b.warm)
+	t.Run("passthrough", b.passthrough)
 	t.Run("random-reads", b.randomReads)
 	t.Run("million-members", b.millionMembers)
 	t.Run("runs", b.runsScale)
@@ -139,8 +146,8 @@ func TestBench(t *testing.T) {
 	t.Run("shaped", b.shaped)
 }
 
-// benchOnly is $PINFS_BENCH_ONLY: "pinscale" or "shaped" runs that
-// scenario alone.
+// benchOnly is $PINFS_BENCH_ONLY: "pinscale", "shaped" or "passthrough"
+// runs that scenario alone.
 func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 
 // setupS3 puts the 1 GiB object and the 2000 small ones into a versioned
