@@ -82,8 +82,13 @@ func TestSharedCacheDirHoldsTheBudget(t *testing.T) {
 	if len(ends) != 1 {
 		t.Fatalf("%d run_end events in b's record", len(ends))
 	}
-	if hits, _ := ends[0]["totals"].(map[string]any)["disk_hits"].(float64); hits < 1 {
-		t.Errorf("mount b had %v disk hits reading a member mount a had cached, want >= 1", ends[0]["totals"])
+	// As root, b hands m2's whole-member file to the kernel (passthrough)
+	// instead of reading its blocks: either is serving what a cached.
+	totals := ends[0]["totals"].(map[string]any)
+	hits, _ := totals["disk_hits"].(float64)
+	pt, _ := totals["passthrough_opens"].(float64)
+	if hits+pt < 1 {
+		t.Errorf("mount b had %v: no disk hit or passthrough open reading a member mount a had cached", totals)
 	}
 	// Every block written has been written (b has stopped; a's last Put
 	// came before b's reads).
