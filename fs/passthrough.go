@@ -96,11 +96,42 @@ var backingLinger = time.Second
 // passthrough open, so that a linger timer closes only the file of its
 // own release.
 type opens struct {
-	mu      sync.Mutex
+	mu      nodeLock
 	pt      int32
 	cached  int32
 	backing *os.File
 	gen     uint64
+}
+
+// nodeLock is the mutex of a node's opens, whose lockCtx gives up when a
+// ctx ends: an open holds it while Backing verifies a member file, which
+// can take a minute for a large one, and another open of the node waiting
+// for it must still return when the kernel interrupts it. The zero value
+// is unlocked.
+type nodeLock struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (l *nodeLock) ch() chan struct{} {
+	l.once.Do(func() { l.c = make(chan struct{}, 1) })
+	return l.c
+}
+
+// Lock locks l.
+func (l *nodeLock) Lock() { l.ch() <- struct{}{} }
+
+// Unlock unlocks l, which must be locked.
+func (l *nodeLock) Unlock() { <-l.ch() }
+
+// lockCtx locks l, or returns ctx's error if ctx ends first.
+func (l *nodeLock) lockCtx(ctx context.Context) error {
+	select {
+	case l.ch() <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // openPassthrough is Open on a mount that may serve the file through
@@ -116,10 +147,14 @@ type opens struct {
 // any other open of an inode with a backing file. Within backingLinger of
 // the last one's release the backing file is rechecked and shared the
 // same way (go-fuse may still hold it for the inode), but one that fails
-// gives a cached open: the kernel holds no open of the inode then.
+// gives a cached open: the kernel holds no open of the inode then. An
+// open waiting for another open of the node (a verification) returns
+// EINTR when its ctx ends.
 func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, uint32, syscall.Errno) {
 	t := f.t
-	f.opens.mu.Lock()
+	if err := f.opens.mu.lockCtx(ctx); err != nil {
+		return nil, 0, syscall.EINTR
+	}
 	defer f.opens.mu.Unlock()
 	if f.opens.pt == 0 && (f.opens.cached > 0 || !t.opts.Passthrough.enabled()) {
 		return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
