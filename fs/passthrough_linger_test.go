@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -98,4 +99,33 @@ func TestPassthroughReleaseLinger(t *testing.T) {
 	}
 	h4.(gofs.FileReleaser).Release(ctx)
 	waitReleased(t, root, dir, ps[big])
+}
+
+// TestPassthroughReopenQuickly: opens of one file one after the other,
+// each closed before the next (so some arrive between a release and
+// go-fuse's letting go of the backing id), all read the member's bytes,
+// and the node ends with no open counted and its backing file closed.
+func TestPassthroughReopenQuickly(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	ps := paths(t, fixture)
+	big := memberIndex(t, ps, "train/part-000.jsonl")
+	r := newBackReader(t, data, big)
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+	p := filepath.Join(dir, ps[big])
+	for i := range 200 {
+		if got := readAll(t, p); !bytes.Equal(got, data[big]) {
+			t.Fatalf("open %d: %d bytes differ from the member's %d", i, len(got), len(data[big]))
+		}
+	}
+	waitReleased(t, root, dir, ps[big])
+	reads, backings, passed := r.counts(big)
+	if reads != 0 || passed != 200 {
+		t.Errorf("%d ReadAt, %d PassedThrough; want 0, 200", reads, passed)
+	}
+	t.Logf("200 opens: %d Backing calls, the others shared a lingering backing file", backings)
 }
