@@ -129,3 +129,37 @@ func TestPassthroughReopenQuickly(t *testing.T) {
 	}
 	t.Logf("200 opens: %d Backing calls, the others shared a lingering backing file", backings)
 }
+
+// TestPassthroughBackingRemoved: the member file of a live passthrough
+// open removed (evicted, by this mount or another sharing the cache dir)
+// leaves that open reading the member's bytes from the kernel's
+// reference to the file, with no ReadAt.
+func TestPassthroughBackingRemoved(t *testing.T) {
+	snap, data := snapshot(t, fixture)
+	ps := paths(t, fixture)
+	big := memberIndex(t, ps, "train/part-000.jsonl")
+	r := newBackReader(t, data, big)
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+	live, err := os.Open(filepath.Join(dir, ps[big]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	if err := os.Remove(filepath.Join(r.dir, strconv.Itoa(big))); err != nil {
+		t.Fatal(err)
+	}
+	r.setBacked(big, false)
+	got := make([]byte, len(data[big])+1)
+	n, _ := live.ReadAt(got, 0)
+	if !bytes.Equal(got[:n], data[big]) {
+		t.Fatalf("a live open after its backing file was removed: %d bytes, differ from the member's %d", n, len(data[big]))
+	}
+	if reads, _, passed := r.counts(big); reads != 0 || passed != 1 {
+		t.Errorf("%d ReadAt, %d PassedThrough; want 0, 1", reads, passed)
+	}
+}
