@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -107,15 +106,20 @@ type opens struct {
 // ctx ends: an open holds it while Backing verifies a member file, which
 // can take a minute for a large one, and another open of the node waiting
 // for it must still return when the kernel interrupts it. The zero value
-// is unlocked.
+// is unlocked, and as small as a sync.Mutex: a tree has a node per member.
 type nodeLock struct {
-	once sync.Once
-	c    chan struct{}
+	c atomic.Pointer[chan struct{}] // made at first use
 }
 
 func (l *nodeLock) ch() chan struct{} {
-	l.once.Do(func() { l.c = make(chan struct{}, 1) })
-	return l.c
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{}, 1)
+	if !l.c.CompareAndSwap(nil, &c) {
+		return *l.c.Load()
+	}
+	return c
 }
 
 // Lock locks l.
