@@ -76,8 +76,11 @@
 // an inode that has opens live in the other, so each file node counts its
 // live opens: an open joins the mode of those live, and only an open with
 // none live asks Backing. Passthrough opens of a node share one backing
-// file, closed with the last of them; the kernel holds its own reference,
-// so closing or removing it never breaks an open. A passthrough open does
+// file, rechecked for each new open, and closed a second after the last
+// of them (go-fuse lets go of the inode's backing id only after Release,
+// and gives it to an open in between: that open must be handed the same
+// file); the kernel holds its own reference, so closing or removing it
+// never breaks an open. A passthrough open does
 // not set FOPEN_KEEP_CACHE: its page cache is the backing file's. A READ
 // of a passthrough open shows that go-fuse failed to register its file
 // (and so turned backing files off for the mount): the switch goes off

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"os"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -78,6 +77,15 @@ func (t *tree) passthroughRefused() {
 // fails with EIO.
 const backingWait = time.Minute
 
+// backingLinger is how long a node's backing file stays open after its
+// last passthrough open is released. go-fuse lets go of the inode's
+// backing id only after Release returns, and an open in between is handed
+// that id, so the kernel reads the old file whatever file the open was
+// given: an open in that time must be given the old file, rechecked.
+// go-fuse's step is a lock and a map update; a second is ample, and
+// bounds what an evicted file's space is held after its last open.
+var backingLinger = time.Second
+
 // opens is a file node's live opens. The kernel refuses (EIO) an open in
 // passthrough mode of an inode that has a cached open live, and the other
 // way round (fs/fuse/iomode.c), so every open of a node takes the mode of
@@ -86,14 +94,54 @@ const backingWait = time.Minute
 // The counts lag the kernel's own, never lead them: an open is counted
 // before its reply reaches the kernel, and uncounted at RELEASE, which the
 // kernel sends after it let go of the file. mu guards them and backing,
-// the node's backing file while a passthrough open lives: go-fuse asks
-// for a descriptor only for the first open of an inode with no backing
-// id, and every passthrough handle must be able to give one then.
+// the node's backing file while a passthrough open lives, and for
+// backingLinger after: go-fuse asks for a descriptor only for the first
+// open of an inode with no backing id, and every passthrough handle must
+// be able to give one then. gen counts the releases of the last
+// passthrough open, so that a linger timer closes only the file of its
+// own release.
 type opens struct {
-	mu      sync.Mutex
+	mu      nodeLock
 	pt      int32
 	cached  int32
 	backing *os.File
+	gen     uint64
+}
+
+// nodeLock is the mutex of a node's opens, whose lockCtx gives up when a
+// ctx ends: an open holds it while Backing verifies a member file, which
+// can take a minute for a large one, and another open of the node waiting
+// for it must still return when the kernel interrupts it. The zero value
+// is unlocked, and as small as a sync.Mutex: a tree has a node per member.
+type nodeLock struct {
+	c atomic.Pointer[chan struct{}] // made at first use
+}
+
+func (l *nodeLock) ch() chan struct{} {
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := make(chan struct{}, 1)
+	if !l.c.CompareAndSwap(nil, &c) {
+		return *l.c.Load()
+	}
+	return c
+}
+
+// Lock locks l.
+func (l *nodeLock) Lock() { l.ch() <- struct{}{} }
+
+// Unlock unlocks l, which must be locked.
+func (l *nodeLock) Unlock() { <-l.ch() }
+
+// lockCtx locks l, or returns ctx's error if ctx ends first.
+func (l *nodeLock) lockCtx(ctx context.Context) error {
+	select {
+	case l.ch() <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // openPassthrough is Open on a mount that may serve the file through
@@ -106,10 +154,17 @@ type opens struct {
 // without the daemon: it is rechecked first, and if it no longer holds
 // the verified bytes (it was written to in place) the open fails with
 // EIO. It cannot be served through the Reader instead: the kernel refuses
-// any other open of an inode with a backing file.
+// any other open of an inode with a backing file. Within backingLinger of
+// the last one's release the backing file is rechecked and shared the
+// same way (go-fuse may still hold it for the inode), but one that fails
+// gives a cached open: the kernel holds no open of the inode then. An
+// open waiting for another open of the node (a verification) returns
+// EINTR when its ctx ends.
 func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, uint32, syscall.Errno) {
 	t := f.t
-	f.opens.mu.Lock()
+	if err := f.opens.mu.lockCtx(ctx); err != nil {
+		return nil, 0, syscall.EINTR
+	}
 	defer f.opens.mu.Unlock()
 	if f.opens.pt == 0 && (f.opens.cached > 0 || !t.opts.Passthrough.enabled()) {
 		return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
@@ -121,13 +176,16 @@ func (f *file) openPassthrough(ctx context.Context, b Backer) (gofs.FileHandle, 
 	// it lives. A fatal signal ends the wait in the kernel all the same.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backingWait)
 	defer cancel()
-	if f.opens.pt == 0 {
+	if f.opens.backing == nil {
 		bf, ok := b.Backing(ctx, f.i)
 		if !ok {
 			return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 		}
 		f.opens.backing = bf
 	} else if !b.Recheck(ctx, f.i, f.opens.backing) {
+		if f.opens.pt == 0 {
+			return f.openCached(), fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+		}
 		t.log.Error("refusing an open: the backing file of the opens still live no longer holds the verified bytes; new opens fail until they close",
 			"path", t.ms.Path(f.i), "file", f.opens.backing.Name())
 		return nil, 0, syscall.EIO
@@ -183,19 +241,34 @@ var (
 // register with the kernel.
 func (h *passthroughHandle) PassthroughFd() (int, bool) { return int(h.backing.Fd()), true }
 
-// Release uncounts the open and closes the backing file with the node's
-// last passthrough open. The kernel holds its own reference to a
-// registered file, so this never pulls it from under a reader.
+// Release uncounts the open and closes the backing file backingLinger
+// after the node's last passthrough open, unless an open took it again
+// meanwhile. The kernel holds its own reference to a registered file, so
+// this never pulls it from under a reader.
 func (h *passthroughHandle) Release(ctx context.Context) syscall.Errno {
 	o := &h.f.opens
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.pt--
 	if o.pt == 0 {
-		if err := o.backing.Close(); err != nil {
-			h.f.t.log.Warn("closing a backing file", "path", h.f.t.ms.Path(h.f.i), "err", err)
-		}
-		o.backing = nil
+		o.gen++
+		gen := o.gen
+		time.AfterFunc(backingLinger, func() { h.f.closeBacking(gen) })
 	}
 	return 0
+}
+
+// closeBacking closes the node's backing file if no open took it since
+// the release that made gen.
+func (f *file) closeBacking(gen uint64) {
+	o := &f.opens
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pt != 0 || o.gen != gen || o.backing == nil {
+		return
+	}
+	if err := o.backing.Close(); err != nil {
+		f.t.log.Warn("closing a backing file", "path", f.t.ms.Path(f.i), "err", err)
+	}
+	o.backing = nil
 }

@@ -82,13 +82,13 @@ func TestSharedCacheDirHoldsTheBudget(t *testing.T) {
 	if len(ends) != 1 {
 		t.Fatalf("%d run_end events in b's record", len(ends))
 	}
-	// A member a cached whole is served to b by passthrough (b's daemon
-	// never reads it); one a cached in part, from the disk tier.
-	tot := ends[0]["totals"].(map[string]any)
-	hits, _ := tot["disk_hits"].(float64)
-	passed, _ := tot["passthrough_opens"].(float64)
-	if hits+passed < 1 {
-		t.Errorf("mount b had %v: no disk hit nor passthrough open reading a member mount a had cached, want >= 1", tot)
+	// As root, b hands m2's whole-member file to the kernel (passthrough)
+	// instead of reading its blocks: either is serving what a cached.
+	totals := ends[0]["totals"].(map[string]any)
+	hits, _ := totals["disk_hits"].(float64)
+	pt, _ := totals["passthrough_opens"].(float64)
+	if hits+pt < 1 {
+		t.Errorf("mount b had %v: no disk hit or passthrough open reading a member mount a had cached", totals)
 	}
 	// Every block written has been written (b has stopped; a's last Put
 	// came before b's reads).

@@ -58,7 +58,7 @@ func stampOf(st *unix.Stat_t) stamp {
 // recorded when it last verified it; otherwise it is verified in full
 // first (verifyBacking), and concurrent calls for one member share that
 // verification, each waiting by its own ctx. A file that fails
-// verification is removed and reported as a "mismatch" event From "disk";
+// verification is removed (if its name still names it) and reported as a "mismatch" event From "disk";
 // if the Reporter cannot record it, the error wraps ErrNotRecorded too,
 // and the event is owed to the member's first block, whose next read
 // fails until it is recorded.
@@ -170,7 +170,7 @@ func (r *Reader) checkFile(f *os.File, m *Member) (stamp, error) {
 	}
 	if st.Size != m.Size {
 		err := fmt.Errorf("%w: %s has %d bytes, the member %d: %w", ErrNoBacking, f.Name(), st.Size, m.Size, b3.ErrMismatch)
-		return stamp{}, r.damaged(m, err)
+		return stamp{}, r.damaged(f, m, err)
 	}
 	return stampOf(&st), nil
 }
@@ -185,15 +185,28 @@ func fstat(f *os.File) (unix.Stat_t, error) {
 	return st, nil
 }
 
-// damaged removes m's member file, which err says is not m's bytes,
+// damaged removes m's member file f, which err says is not m's bytes,
 // forgets its stamp, counts a mismatch and reports it for the whole
 // member, and returns the error for Backing (wrapping ErrNotRecorded if
-// the Reporter could not record it).
-func (r *Reader) damaged(m *Member, err error) error {
-	r.disk.RemoveMember(m.Digest)
+// the Reporter could not record it). f is removed only while the member
+// file's name still names it: a file held by live opens may have been
+// replaced there by another, which nothing has found wrong.
+func (r *Reader) damaged(f *os.File, m *Member, err error) error {
+	if r.named(f, m) {
+		r.disk.RemoveMember(m.Digest)
+	}
 	r.stamps.Remove(m.Digest)
 	r.st.mismatches.Add(1)
 	return r.report(Event{Kind: KindMismatch, Member: m, Off: 0, Len: m.Size, From: FromDisk, Err: err}, err)
+}
+
+// named reports whether m's member file name names f, or cannot tell.
+func (r *Reader) named(f *os.File, m *Member) bool {
+	var fst, pst unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &fst) != nil || unix.Lstat(r.disk.MemberPath(m.Digest), &pst) != nil {
+		return true
+	}
+	return fst.Dev == pst.Dev && fst.Ino == pst.Ino
 }
 
 // verified verifies f, m's member file, in full, or joins the
@@ -300,7 +313,7 @@ func (r *Reader) verifyBacking(ctx context.Context, f *os.File, m *Member) (stam
 		}
 	}
 	if errors.Is(err, b3.ErrMismatch) {
-		return stamp{}, r.damaged(m, fmt.Errorf("%w: %s: %w", ErrNoBacking, f.Name(), err))
+		return stamp{}, r.damaged(f, m, fmt.Errorf("%w: %s: %w", ErrNoBacking, f.Name(), err))
 	}
 	if err != nil {
 		return stamp{}, fmt.Errorf("%w: verifying %s: %w", ErrNoBacking, f.Name(), err)

@@ -53,9 +53,9 @@ const (
 // are whatever the file holds, and the caller verifies them and calls
 // Remove for a block that fails. Get refreshes a partial file's
 // modification time (the eviction order) only when it is older than
-// touchAge, and never a whole-member file's: the open path verifies that
-// file against its times and touches it itself (store/blocks Backing,
-// at most once an hour).
+// touchAge, and a whole-member file's only when it is older than
+// wholeTouchAge, an hour: the open path verifies that file against its
+// times, and touches it itself as often (store/blocks Backing).
 //
 // # Write-behind
 //

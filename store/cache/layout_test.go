@@ -184,10 +184,11 @@ func TestDiskRemoveMember(t *testing.T) {
 }
 
 // A whole-member file's times are the open path's to keep: Get does not
-// touch it, even when it is old, while it does touch an old partial file.
+// touch it within wholeTouchAge of its last touch, even past touchAge,
+// while it does touch a partial file older than touchAge.
 func TestDiskGetWholeKeepsTimes(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
-	old := time.Now().Add(-time.Hour)
+	old := time.Now().Add(-wholeTouchAge / 2)
 	k, p := key(1, 0), key(2, 0)
 	size := int64(2 * BlockSize)
 	putMember(t, d, k, memberData(k, size), []int64{0, 1})
@@ -324,5 +325,31 @@ func TestDiskSameMemberTwoDisks(t *testing.T) {
 	}
 	if w := a.Stats().Writes + b.Stats().Writes; w != 14 {
 		t.Fatalf("%d blocks written by the two, want 4 + 10", w)
+	}
+}
+
+// A whole-member file read only through Get (a mount without passthrough,
+// or a cached open) is still used: Get touches it once it is older than
+// wholeTouchAge, so that eviction removes the least recently used member,
+// not the one completed first.
+func TestDiskGetTouchesOldWhole(t *testing.T) {
+	d := openDisk(t, t.TempDir(), 64*BlockSize)
+	old := time.Now().Add(-2 * wholeTouchAge)
+	size := int64(2 * BlockSize)
+	for i, k := range []Key{key(1, 0), key(2, 0), key(3, 0)} {
+		if i == 2 {
+			size = 100 // a member of one block is a whole-member file at once
+		}
+		putMember(t, d, k, memberData(k, size), []int64{0, 1}[:numBlocks(size)])
+		if err := os.Chtimes(d.MemberPath(k.Digest), old, old); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := d.Get(Key{k.Digest, numBlocks(size) - 1}, size); !ok {
+			t.Fatalf("member %d: miss", i)
+		}
+		info, err := os.Stat(d.MemberPath(k.Digest))
+		if err != nil || time.Since(info.ModTime()) > time.Minute {
+			t.Fatalf("member %d: Get left an old whole-member file untouched: %v %v", i, info.ModTime(), err)
+		}
 	}
 }
