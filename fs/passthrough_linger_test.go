@@ -23,12 +23,7 @@ func TestPassthroughReleaseLinger(t *testing.T) {
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, _ := mountProbed(t, snap, r)
 	if _, err := os.Stat(filepath.Join(dir, ps[big])); err != nil {
 		t.Fatal(err)
 	}
@@ -110,12 +105,7 @@ func TestPassthroughReopenQuickly(t *testing.T) {
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, _ := mountProbed(t, snap, r)
 	p := filepath.Join(dir, ps[big])
 	for i := range 200 {
 		if got := readAll(t, p); !bytes.Equal(got, data[big]) {
@@ -139,12 +129,7 @@ func TestPassthroughBackingRemoved(t *testing.T) {
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	_, dir, _ := mountProbed(t, snap, r)
 	live, err := os.Open(filepath.Join(dir, ps[big]))
 	if err != nil {
 		t.Fatal(err)

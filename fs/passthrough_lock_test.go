@@ -35,12 +35,7 @@ func TestPassthroughOpenInterruptible(t *testing.T) {
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := &slowBacker{backReader: newBackReader(t, data, big), entered: make(chan struct{}), release: make(chan struct{})}
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, _ := mountProbed(t, snap, r)
 	if _, err := os.Stat(filepath.Join(dir, ps[big])); err != nil {
 		t.Fatal(err)
 	}

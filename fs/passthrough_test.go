@@ -17,6 +17,8 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/pinfs/pinfs/verify"
 )
 
 // backReader is a memReader that is a Backer: member i has a backing file
@@ -125,6 +127,20 @@ func mountPassthrough(t testing.TB, root gofs.InodeEmbedder) (string, *fuse.Serv
 	return dir, srv, unmount
 }
 
+// mountProbed mounts snap served by r with passthrough, probed on (the
+// test is skipped where it cannot be, as probeOn says), and returns the
+// root, the mountpoint and the switch.
+func mountProbed(t testing.TB, snap *verify.Snapshot, r Reader) (gofs.InodeEmbedder, string, *Passthrough) {
+	t.Helper()
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	root := NewRoot(snap, r, opts)
+	dir, srv, _ := mountPassthrough(t, root)
+	probeOn(t, pt, srv)
+	return root, dir, pt
+}
+
 // probeOn probes p with a file of dir, and skips the test where this
 // kernel or user cannot use passthrough (fails under CI=true as root).
 func probeOn(t testing.TB, p *Passthrough, srv *fuse.Server) {
@@ -215,12 +231,7 @@ func TestPassthroughOpen(t *testing.T) {
 	ps := paths(t, fixture)
 	big, small := memberIndex(t, ps, "train/part-000.jsonl"), memberIndex(t, ps, "a/y/z.bin")
 	r := newBackReader(t, data, big)
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, pt := mountProbed(t, snap, r)
 
 	for range 2 {
 		if got := readAll(t, filepath.Join(dir, ps[big])); !bytes.Equal(got, data[big]) {
@@ -426,12 +437,7 @@ func TestPassthroughRecheck(t *testing.T) {
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, _ := mountProbed(t, snap, r)
 	p := filepath.Join(dir, ps[big])
 
 	live, err := os.Open(p)
@@ -485,12 +491,7 @@ func TestPassthroughOpenInterrupted(t *testing.T) {
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
 	r.delay = 600 * time.Millisecond
-	pt := &Passthrough{}
-	opts := testOptions()
-	opts.Passthrough = pt
-	root := NewRoot(snap, r, opts)
-	dir, srv, _ := mountPassthrough(t, root)
-	probeOn(t, pt, srv)
+	root, dir, _ := mountProbed(t, snap, r)
 
 	// bash handles USR1 (a trap), so the signal is pending during the open
 	// it makes for the redirection, and does not kill it.
