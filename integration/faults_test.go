@@ -620,6 +620,12 @@ func directRead(t *testing.T, p string, off int64, n int) ([]byte, time.Duration
 		defer unix.Close(fd)
 		buf := aligned(n)
 		got, err := unix.Pread(fd, buf, off)
+		// A signal to this process (a child of a parallel test exiting,
+		// the Go runtime's preemption) interrupts the read in the kernel,
+		// which then returns EINTR; os.File retries it, and so does this.
+		for err == unix.EINTR {
+			got, err = unix.Pread(fd, buf, off)
+		}
 		if err != nil {
 			return nil, &os.PathError{Op: "pread", Path: p, Err: err}
 		}
