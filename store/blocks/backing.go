@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -24,13 +25,12 @@ var ErrNoBacking = errors.New("blocks: no verified backing file")
 const maxStamps = 16384
 
 // touchAge is how old a member file's modification time may be before
-// Backing refreshes it: the disk tier's least-recently-used mark of a
-// member file, which the tier itself does not set. A touch changes the
-// file's ctime, and so its stamp: the file is verified again after it
-// (a cost once per touchAge, never per open), and every other mount that
-// verified it does so at its next open too. An hour keeps that rare and
-// the eviction order of member files exact to within an hour.
-const touchAge = time.Hour
+// Backing refreshes it, the disk tier's own age for whole-member files
+// (cache.WholeTouchAge). A touch changes the file's ctime, and so its
+// stamp: the file is verified again after it (a cost once per touchAge,
+// never per open), and every other mount that verified it does so at its
+// next open too.
+const touchAge = cache.WholeTouchAge
 
 // stamp is what fstat says of a member file that may change without its
 // bytes being read: a file whose stamp is the one recorded after its

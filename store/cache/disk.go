@@ -54,7 +54,7 @@ const (
 // Remove for a block that fails. Get refreshes a partial file's
 // modification time (the eviction order) only when it is older than
 // touchAge, and a whole-member file's only when it is older than
-// wholeTouchAge, an hour: the open path verifies that file against its
+// WholeTouchAge, an hour: the open path verifies that file against its
 // times, and touches it itself as often (store/blocks Backing).
 //
 // # Write-behind

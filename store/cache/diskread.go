@@ -16,21 +16,22 @@ import (
 // read.
 const touchAge = time.Minute
 
-// wholeTouchAge is how old a whole-member file's modification time may be
-// before a hit refreshes it. A whole-member file is also read through Get
+// WholeTouchAge is how old a whole-member file's modification time may be
+// before a hit, or the open path's hand-over (store/blocks Backing),
+// refreshes it. A whole-member file is also read through Get
 // alone (a mount without passthrough, a cached open), and it must still be
 // seen as used, or eviction would go by the order members were completed.
 // Its times are part of the stamp the open path verified (store/blocks
 // Backing), so a touch costs a passthrough mount one verification of the
 // file: an hour, the open path's own touch age, keeps that to what the
 // open path spends anyway.
-const wholeTouchAge = time.Hour
+const WholeTouchAge = time.Hour
 
 // Get returns the bytes of k's block, unverified, of a member of size
 // bytes: from the write queue, else from the member's whole-member file,
 // else from its partial file if the block is there. A hit marks the
 // member as recently used: a partial file older than touchAge, a
-// whole-member file older than wholeTouchAge (its times are part of what
+// whole-member file older than WholeTouchAge (its times are part of what
 // the open path verified). A member file that cannot be read, or is not
 // what its name says, is removed and reported as a miss. The bytes must
 // not be modified: a queued block is shared.
@@ -80,7 +81,7 @@ var errAbsent = fmt.Errorf("block not in the partial file: %w", fs.ErrNotExist)
 
 // readWhole reads block i from the whole-member file p of a member of
 // size bytes, and refreshes the file's modification time when it is older
-// than wholeTouchAge.
+// than WholeTouchAge.
 func readWhole(p string, i, size int64) ([]byte, error) {
 	fd, st, err := openMember(p, unix.O_RDONLY)
 	if err != nil {
@@ -94,7 +95,7 @@ func readWhole(p string, i, size int64) ([]byte, error) {
 	if err := preadFull(fd, b, i*BlockSize); err != nil {
 		return nil, err
 	}
-	if time.Since(time.Unix(st.Mtim.Unix())) > wholeTouchAge {
+	if time.Since(time.Unix(st.Mtim.Unix())) > WholeTouchAge {
 		// Best effort, as for a partial file.
 		_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, nil, unix.AT_SYMLINK_NOFOLLOW)
 	}

@@ -184,11 +184,11 @@ func TestDiskRemoveMember(t *testing.T) {
 }
 
 // A whole-member file's times are the open path's to keep: Get does not
-// touch it within wholeTouchAge of its last touch, even past touchAge,
+// touch it within WholeTouchAge of its last touch, even past touchAge,
 // while it does touch a partial file older than touchAge.
 func TestDiskGetWholeKeepsTimes(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
-	old := time.Now().Add(-wholeTouchAge / 2)
+	old := time.Now().Add(-WholeTouchAge / 2)
 	k, p := key(1, 0), key(2, 0)
 	size := int64(2 * BlockSize)
 	putMember(t, d, k, memberData(k, size), []int64{0, 1})
@@ -330,11 +330,11 @@ func TestDiskSameMemberTwoDisks(t *testing.T) {
 
 // A whole-member file read only through Get (a mount without passthrough,
 // or a cached open) is still used: Get touches it once it is older than
-// wholeTouchAge, so that eviction removes the least recently used member,
+// WholeTouchAge, so that eviction removes the least recently used member,
 // not the one completed first.
 func TestDiskGetTouchesOldWhole(t *testing.T) {
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
-	old := time.Now().Add(-2 * wholeTouchAge)
+	old := time.Now().Add(-2 * WholeTouchAge)
 	size := int64(2 * BlockSize)
 	for i, k := range []Key{key(1, 0), key(2, 0), key(3, 0)} {
 		if i == 2 {
