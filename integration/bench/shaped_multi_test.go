@@ -135,11 +135,20 @@ var defaultRE = regexp.MustCompile(`\(default "?([^)"]+)"?\)`)
 // in bytes and how the row names it; 0 when this pinfs has no such flag.
 func (b *bench) readaheadBudget() (int64, string) {
 	help := run(time.Minute, nil, b.bin, "mount", "--help")
-	for _, line := range strings.Split(help.stdout+help.stderr, "\n") {
+	lines := strings.Split(help.stdout+help.stderr, "\n")
+	for i, line := range lines {
 		if !strings.Contains(line, "--readahead-budget") {
 			continue
 		}
-		m := defaultRE.FindStringSubmatch(line)
+		// The help wraps a flag's text: its entry runs to the next flag.
+		entry := line
+		for _, l := range lines[i+1:] {
+			if strings.HasPrefix(strings.TrimSpace(l), "-") {
+				break
+			}
+			entry += " " + strings.TrimSpace(l)
+		}
+		m := defaultRE.FindStringSubmatch(entry)
 		if m == nil {
 			return 0, "0 (--readahead-budget shows no default)"
 		}
