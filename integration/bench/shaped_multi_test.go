@@ -143,7 +143,9 @@ func (b *bench) readaheadBudget() (int64, string) {
 		// The help wraps a flag's text: its entry runs to the next flag.
 		entry := line
 		for _, l := range lines[i+1:] {
-			if strings.HasPrefix(strings.TrimSpace(l), "-") {
+			// A flag's line is indented a few spaces; its wrapped text
+			// runs under the description column (which may begin "--").
+			if t := strings.TrimLeft(l, " "); len(l)-len(t) < 10 {
 				break
 			}
 			entry += " " + strings.TrimSpace(l)
