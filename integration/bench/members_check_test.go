@@ -14,6 +14,10 @@ func TestParseMem(t *testing.T) {
 	if got, want := parseMem(status), (memStat{rss: 1024 << 10, hwm: 2048 << 10, anon: 1000 << 10, file: 24 << 10}); got != want {
 		t.Errorf("parseMem = %+v, want %+v", got, want)
 	}
+	// A figure without its unit is not taken for kB.
+	if got := parseMem("VmRSS:\t 1024\nVmHWM:\t 2048 kB\n"); got.rss != -1 || got.hwm != 2048<<10 {
+		t.Errorf("parseMem of a VmRSS without kB = %+v, want rss -1", got)
+	}
 	// A kernel thread has no Vm lines: every figure is missing, not 0.
 	if got := parseMem("Name:\tkthreadd\nThreads:\t1\n"); got != (memStat{-1, -1, -1, -1}) {
 		t.Errorf("parseMem without Vm lines = %+v, want all -1", got)

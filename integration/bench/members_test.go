@@ -34,6 +34,10 @@ func (b *bench) membersScenario(t *testing.T) {
 		"binary (`pinfs mount`, which returns once the mount serves); page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) "+
 		"before the floor, the first mount and the cold remount; memory from /proc/PID/status of the daemon.", membersSeed)
 	for _, n := range membersCounts {
+		// A shared machine: wait (bounded) for other work to calm down
+		// before each size too, since the run before it took minutes.
+		cores, waited := waitQuiet(time.Minute)
+		b.note("%s members: %.2f cores busy outside the bench before measuring (waited %s for < 0.3)", countLabel(n), cores, waited.Round(time.Second))
 		t.Run(strconv.Itoa(n), func(t *testing.T) { b.membersAt(t, n) })
 	}
 }
