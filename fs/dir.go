@@ -29,7 +29,7 @@ var (
 func (d *dir) fill(a *fuse.Attr) {
 	d.setCommon(a)
 	a.Mode = syscall.S_IFDIR | 0o555
-	a.Nlink = 2 + d.t.idx.dirs[d.d].nsub
+	a.Nlink = 2 + uint32(d.t.idx.dir(d.d).Subdirs)
 }
 
 // Getattr returns the directory's attributes with the attribute timeout.
@@ -76,10 +76,10 @@ func (d *dir) entries() []fuse.DirEntry {
 	es := make([]fuse.DirEntry, 0, len(kids)+2)
 	es = append(es,
 		fuse.DirEntry{Name: ".", Ino: x.dirIno(d.d), Mode: syscall.S_IFDIR},
-		fuse.DirEntry{Name: "..", Ino: x.dirIno(x.dirs[d.d].parent), Mode: syscall.S_IFDIR}) // the root is its own parent
+		fuse.DirEntry{Name: "..", Ino: x.dirIno(x.dir(d.d).Parent), Mode: syscall.S_IFDIR}) // the root is its own parent
 	for _, k := range kids {
 		mode := uint32(syscall.S_IFREG)
-		if x.of[k] < 0 {
+		if _, _, isDir := x.node(k); isDir {
 			mode = syscall.S_IFDIR
 		}
 		es = append(es, fuse.DirEntry{Name: x.name(k), Ino: ino(k), Mode: mode})

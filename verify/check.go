@@ -59,7 +59,7 @@ func (t *Table) Check() []Problem {
 	}
 	t.checkPaths(add)
 	t.checkIDs(add)
-	slices.SortStableFunc(at, func(a, b indexed) int { return a.i - b.i })
+	sortIndexed(at)
 
 	var ps []Problem
 	for i := range t.Len() {
@@ -118,33 +118,53 @@ func memberProblems(d *decoded) []Problem {
 // checkPaths reports unsafe paths, paths used by an earlier member, and
 // paths below a path that is a file.
 func (t *Table) checkPaths(add func(i int, kind, format string, a ...any)) {
-	order := t.byPath()
+	var c pathChecker
+	for i := range t.byPath() {
+		if detail, bad := c.next(t.Path(i), false); bad {
+			add(i, KindUnsafePath, "%s", detail)
+		}
+	}
+}
+
+// pathChecker checks paths given in path order.
+type pathChecker struct {
 	// files holds the paths seen that are prefixes of the current one,
 	// shortest first: in path order, the paths between a file f and a
 	// path below it all start with f, so f is still here when it matters.
-	var files []string
-	for i := range order {
-		p := t.Path(i)
-		for len(files) > 0 && !strings.HasPrefix(p, files[len(files)-1]) {
-			files = files[:len(files)-1]
-		}
-		dup := len(files) > 0 && files[len(files)-1] == p
-		if err := CheckPath(p); err != nil {
-			add(i, KindUnsafePath, "%v", err)
-		} else if dup {
-			add(i, KindUnsafePath, "path used by an earlier member")
-		} else {
-			for _, f := range files {
-				if len(p) > len(f) && p[len(f)] == '/' {
-					add(i, KindUnsafePath, "parent %q is also a file", f)
-					break
-				}
+	files []string
+}
+
+// next returns the problem of path p, if any. keep copies p when it is
+// kept, for a p whose bytes are reused.
+func (c *pathChecker) next(p string, keep bool) (detail string, bad bool) {
+	for len(c.files) > 0 && !strings.HasPrefix(p, c.files[len(c.files)-1]) {
+		c.files = c.files[:len(c.files)-1]
+	}
+	dup := len(c.files) > 0 && c.files[len(c.files)-1] == p
+	if err := CheckPath(p); err != nil {
+		detail, bad = err.Error(), true
+	} else if dup {
+		detail, bad = "path used by an earlier member", true
+	} else {
+		for _, f := range c.files {
+			if len(p) > len(f) && p[len(f)] == '/' {
+				detail, bad = fmt.Sprintf("parent %q is also a file", f), true
+				break
 			}
 		}
-		if !dup {
-			files = append(files, p)
-		}
 	}
+	if !dup {
+		if keep {
+			p = strings.Clone(p)
+		}
+		c.files = append(c.files, p)
+	}
+	return detail, bad
+}
+
+// sortIndexed sorts problems by member, keeping their order for one member.
+func sortIndexed(at []indexed) {
+	slices.SortStableFunc(at, func(a, b indexed) int { return a.i - b.i })
 }
 
 // byPath returns the member indexes in path order; equal paths in table
