@@ -20,11 +20,11 @@ const indexMagic = "pinfs table index\n"
 // from, the counts the manifest must agree with, and the length and
 // chunk digests of every section. It ends in the BLAKE3 of all of it.
 type header struct {
-	table                 Digest
-	members, bytes, dirs  int64
-	sorted, idsArePaths   bool
-	lens                  [nsec]int64
-	sums                  [nsec][]b3.Sum
+	table                Digest
+	members, bytes, dirs int64
+	sorted, idsArePaths  bool
+	lens                 [nsec]int64
+	sums                 [nsec][]b3.Sum
 }
 
 func chunks(n int64) int64 { return (n + 1<<chunkShift - 1) >> chunkShift }
