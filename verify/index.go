@@ -100,6 +100,14 @@ func (ix *indexer) done(s sink, c *Checked, err error) {
 	}
 	if err := fs.commit(); err != nil {
 		ix.log.Warn("cannot keep the member table's index; it serves this process only", "err", err.Error())
+		return
+	}
+	if fs.mem == nil {
+		var n int64
+		for _, w := range fs.written {
+			n += w
+		}
+		ix.log.Info("member table indexed", "index", fs.final, "bytes", n)
 	}
 }
 

@@ -28,7 +28,7 @@ func (x *indexing) IndexDir() string { return x.dir }
 
 func (x *indexing) IndexLog() *slog.Logger { return slog.New(x) }
 
-func (x *indexing) Enabled(context.Context, slog.Level) bool { return true }
+func (x *indexing) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 func (x *indexing) Handle(_ context.Context, r slog.Record) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
