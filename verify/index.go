@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +32,13 @@ type Indexer interface {
 	IndexDir() string
 	// IndexLog returns the logger for what happens to indexes.
 	IndexLog() *slog.Logger
+}
+
+// NoCopyOpener is an optional interface of an Indexer: OpenNoCopy is Open
+// without keeping a local copy of the blob (Fetch streams a table it
+// indexes through it; the index holds all that the table says).
+type NoCopyOpener interface {
+	OpenNoCopy(ctx context.Context, key string) (io.ReadCloser, int64, error)
 }
 
 // indexer is what Fetch does with an Indexer. A nil *indexer keeps no

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,12 +20,19 @@ import (
 // keeps its messages.
 type indexing struct {
 	*opener
-	dir string
-	mu  sync.Mutex
+	dir    string
+	noCopy int
+	mu     sync.Mutex
 	msg []string
 }
 
 func (x *indexing) IndexDir() string { return x.dir }
+
+// OpenNoCopy counts the tables streamed for an index.
+func (x *indexing) OpenNoCopy(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	x.noCopy++
+	return x.Open(ctx, key)
+}
 
 func (x *indexing) IndexLog() *slog.Logger { return slog.New(x) }
 
@@ -125,8 +133,8 @@ func TestIndexServesWhatTheTableSays(t *testing.T) {
 		if err != nil || len(c.Problems) > 0 {
 			t.Fatalf("round %d: %v %v", round, err, c)
 		}
-		if x.opens != opens {
-			t.Fatalf("round %d: the table was read %d times, want %d (the index is not used)", round, x.opens, opens)
+		if x.opens != opens || x.noCopy != 1 {
+			t.Fatalf("round %d: the table was read %d times, %d without a copy; want %d, 1 (the index is not used, or the table copied)", round, x.opens, x.noCopy, opens)
 		}
 		if !reflect.DeepEqual(c.Table.Members(), ms) {
 			t.Fatalf("round %d: members differ from the table's", round)

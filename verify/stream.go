@@ -74,7 +74,11 @@ func (e *readError) Error() string { return "read: " + e.err.Error() }
 func openTable(ctx context.Context, o Opener, m *Manifest, ix *indexer) (*Checked, error) {
 	td, _ := m.Members.Digest()
 	key := MembersKey(td)
-	rc, size, err := o.Open(ctx, key)
+	open := o.Open
+	if nc, ok := o.(NoCopyOpener); ok && ix != nil {
+		open = nc.OpenNoCopy
+	}
+	rc, size, err := open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
 	}
