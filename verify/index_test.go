@@ -23,7 +23,7 @@ type indexing struct {
 	dir    string
 	noCopy int
 	mu     sync.Mutex
-	msg []string
+	msg    []string
 }
 
 func (x *indexing) IndexDir() string { return x.dir }
