@@ -249,3 +249,20 @@ func TestIndexCannotBeKept(t *testing.T) {
 		t.Fatal("the file was changed")
 	}
 }
+
+// TestIndexOfTinyTables: tables of no member and of one are indexed and
+// read back like the others.
+func TestIndexOfTinyTables(t *testing.T) {
+	for _, ms := range [][]verify.Member{{}, {casMember("only")}} {
+		x, m, _ := newIndexing(t, ms)
+		for round := range 2 {
+			c, err := verify.Fetch(context.Background(), x, m.SnapshotID)
+			if err != nil || c.Table.Len() != len(ms) || c.Table.Nodes() != len(ms) || c.Table.Dirs() != 1 {
+				t.Fatalf("%d members, round %d: %v %+v", len(ms), round, err, c)
+			}
+		}
+		if x.opens != 1 {
+			t.Fatalf("%d members: table read %d times", len(ms), x.opens)
+		}
+	}
+}
