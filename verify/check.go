@@ -120,7 +120,7 @@ func memberProblems(d *decoded) []Problem {
 func (t *Table) checkPaths(add func(i int, kind, format string, a ...any)) {
 	var c pathChecker
 	for i := range t.byPath() {
-		if detail, bad := c.next(t.Path(i), false); bad {
+		if detail, bad := c.next(t.Path(i)); bad {
 			add(i, KindUnsafePath, "%s", detail)
 		}
 	}
@@ -128,36 +128,40 @@ func (t *Table) checkPaths(add func(i int, kind, format string, a ...any)) {
 
 // pathChecker checks paths given in path order.
 type pathChecker struct {
-	// files holds the paths seen that are prefixes of the current one,
-	// shortest first: in path order, the paths between a file f and a
-	// path below it all start with f, so f is still here when it matters.
-	files []string
+	// The paths seen that are prefixes of the current one, shortest
+	// first: in path order, the paths between a file f and a path below it
+	// all start with f, so f is still here when it matters. Each is a
+	// prefix of the last, so they are kept as the last one's bytes and
+	// their lengths.
+	last []byte
+	lens []int
 }
 
-// next returns the problem of path p, if any. keep copies p when it is
-// kept, for a p whose bytes are reused.
-func (c *pathChecker) next(p string, keep bool) (detail string, bad bool) {
-	for len(c.files) > 0 && !strings.HasPrefix(p, c.files[len(c.files)-1]) {
-		c.files = c.files[:len(c.files)-1]
+// next returns the problem of path p, if any.
+func (c *pathChecker) next(p string) (detail string, bad bool) {
+	for len(c.lens) > 0 {
+		n := c.lens[len(c.lens)-1]
+		if len(p) >= n && p[:n] == string(c.last[:n]) {
+			break
+		}
+		c.lens = c.lens[:len(c.lens)-1]
 	}
-	dup := len(c.files) > 0 && c.files[len(c.files)-1] == p
+	dup := len(c.lens) > 0 && c.lens[len(c.lens)-1] == len(p)
 	if err := CheckPath(p); err != nil {
 		detail, bad = err.Error(), true
 	} else if dup {
 		detail, bad = "path used by an earlier member", true
 	} else {
-		for _, f := range c.files {
-			if len(p) > len(f) && p[len(f)] == '/' {
-				detail, bad = fmt.Sprintf("parent %q is also a file", f), true
+		for _, n := range c.lens {
+			if len(p) > n && p[n] == '/' {
+				detail, bad = fmt.Sprintf("parent %q is also a file", c.last[:n]), true
 				break
 			}
 		}
 	}
 	if !dup {
-		if keep {
-			p = strings.Clone(p)
-		}
-		c.files = append(c.files, p)
+		c.last = append(c.last[:0], p...)
+		c.lens = append(c.lens, len(p))
 	}
 	return detail, bad
 }

@@ -83,15 +83,19 @@ func (ix *indexer) open(g Getter, m *Manifest) *Checked {
 	return nil
 }
 
-// sink returns where to build the table td of size bytes (-1 unknown).
-func (ix *indexer) sink(td Digest, size int64) sink {
+// sink returns where to build the table td of size bytes (-1 unknown)
+// that m says holds members members.
+func (ix *indexer) sink(td Digest, size, members int64) sink {
+	// Room for the members the manifest announces, but no more than the
+	// table can hold: a manifest's count does not reserve memory on its own.
+	mem := func() sink { return newMemSink(min(max(members, 0), max(size, 0)/minLine+1), max(size, 0)) }
 	if ix == nil {
-		return &memSink{}
+		return mem()
 	}
 	s, err := newFileSink(ix.dir, td, max(size, 0), ix.log)
 	if err != nil {
 		ix.log.Warn("cannot keep the member table's index in the cache dir; serving the table from memory", "dir", ix.dir, "err", err.Error())
-		return &memSink{}
+		return mem()
 	}
 	return s
 }
@@ -118,6 +122,10 @@ func (ix *indexer) done(s sink, c *Checked, err error) {
 		ix.log.Info("member table indexed", "index", fs.final, "bytes", n)
 	}
 }
+
+// minLine is the length of the shortest canonical member line, newline
+// included: {"digest":"","id":"","path":"","size":0}.
+const minLine = 41
 
 // repairTimeout bounds reading the table again for a damaged index.
 const repairTimeout = 10 * time.Minute

@@ -39,7 +39,7 @@ func checkTable(m *Manifest, table []byte) (*Checked, error) {
 		return nil, fmt.Errorf("member table of %s: content hashes to %s, manifest names %s: %w", d, got, td, ErrInvalid)
 	}
 	h := &header{table: td}
-	t, problems, err := parseTable(table, &memSink{}, h)
+	t, problems, err := parseTable(table, newMemSink(min(max(m.Members.Count, 0), int64(len(table))/minLine+1), int64(len(table))), h)
 	if err != nil {
 		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
 	}

@@ -87,7 +87,7 @@ func openTable(ctx context.Context, o Opener, m *Manifest, ix *indexer) (*Checke
 	if size > limit {
 		return nil, tableTooLarge(m, key)
 	}
-	s := ix.sink(td, size)
+	s := ix.sink(td, size, m.Members.Count)
 	c, err := checkTableFrom(m, store.LimitReader(rc, limit, key), s)
 	if errors.Is(err, store.ErrTooLarge) {
 		err = tableTooLarge(m, key)

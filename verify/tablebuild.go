@@ -40,6 +40,14 @@ func newBuilder(strs *interner) *builder {
 	return &builder{part: part{idsArePaths: true}, strs: strs, local: map[string]uint16{}}
 }
 
+// reserve makes room for members members of about bytes of table.
+func (b *builder) reserve(members, bytes int) {
+	b.b[secWalk] = make([]byte, 0, members*walkSize)
+	b.b[secOpen] = make([]byte, 0, members*openSize)
+	b.b[secNames] = make([]byte, 0, bytes/4)
+	b.b[secDetails] = make([]byte, 0, bytes/4)
+}
+
 // intern returns the index of s in the interned strings, adding it when
 // there is room. Builders that parse chunks of one table in parallel
 // share the interner; each keeps the indexes it has seen, so that the
@@ -198,6 +206,17 @@ type sink interface {
 // memSink keeps the sections in memory.
 type memSink struct{ b [nsec][]byte }
 
+// newMemSink returns a memSink with room for about members members of a
+// table of bytes bytes; the sections grow beyond it as needed.
+func newMemSink(members, bytes int64) *memSink {
+	m := &memSink{}
+	m.b[secWalk] = make([]byte, 0, members*walkSize)
+	m.b[secOpen] = make([]byte, 0, members*openSize)
+	m.b[secNames] = make([]byte, 0, bytes/8)
+	m.b[secDetails] = make([]byte, 0, bytes/8)
+	return m
+}
+
 func (m *memSink) write(s sec, b []byte) error {
 	m.b[s] = append(m.b[s], b...)
 	return nil
@@ -251,7 +270,7 @@ func (a *assembler) part(p *part) {
 			a.tree.add(int32(i), path, a.names+start)
 		}
 		if a.checked {
-			if detail, bad := a.paths.next(unsafe.String(unsafe.SliceData(path), len(path)), true); bad {
+			if detail, bad := a.paths.next(unsafe.String(unsafe.SliceData(path), len(path))); bad {
 				a.pathProbs = append(a.pathProbs, indexed{i, Problem{Kind: KindUnsafePath, Path: string(path), ID: string(path), Detail: detail}})
 			}
 			if len(path) == 0 {

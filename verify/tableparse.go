@@ -25,7 +25,7 @@ import (
 // lines that re-encode to themselves. Tables are parsed in parallel
 // chunks of about a MiB split at line boundaries.
 func ParseTable(table []byte) (*Table, error) {
-	t, _, err := parseTable(table, &memSink{}, nil)
+	t, _, err := parseTable(table, newMemSink(int64(bytes.Count(table, []byte{'\n'})), int64(len(table))), nil)
 	return t, err
 }
 
@@ -177,6 +177,7 @@ func (p *tableParser) worker() {
 	for c := range p.work {
 		if int64(c.idx) < p.failed.Load() {
 			b := newBuilder(p.strs)
+			b.reserve(c.lines, len(c.data))
 			b.check = true
 			c.errLine, c.err = lp.chunk(c, b)
 			c.part = b.part
