@@ -30,8 +30,8 @@ const (
 // '/' beside a directory of the same stem ("a-b", "a.c" and "a/…"; "b!"
 // and "b/…"), unicode names (the NFC and NFD spellings of é are two
 // members), a deep path, directories that hold only directories, and a
-// directory of a few hundred files.
-func indexSource(t testing.TB) map[string][]byte {
+// directory of many files (at least 3).
+func indexSource(t testing.TB, many int) map[string][]byte {
 	t.Helper()
 	data := map[string][]byte{
 		"a-b":                           []byte("a dash b\n"),
@@ -54,13 +54,14 @@ func indexSource(t testing.TB) map[string][]byte {
 		"empty":                         {},
 		"deep/" + deepDirs + "leaf.txt": []byte("leaf\n"),
 	}
-	for i := range manyFiles {
+	for i := range many {
 		data[fmt.Sprintf("many/f-%03d.bin", i)] = randomBytes(t, 1+i*7)
 	}
 	return data
 }
 
-// manyFiles is the size of indexSource's one large directory.
+// manyFiles is the size of indexSource's one large directory where it
+// matters.
 const manyFiles = 250
 
 const deepDirs = "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/"
@@ -69,7 +70,7 @@ const deepDirs = "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/"
 var (
 	viewDirs  = []string{"a", "b", "many", "unicode", "only", "deep/" + deepDirs}
 	viewFiles = []string{"a-b", "a.c", "b!", "b/c-d/e", "unicode/日本語/ファイル.bin", "unicode/é", "unicode/e\u0301",
-		"deep/" + deepDirs + "leaf.txt", "many/f-007.bin", "train/big.bin", "empty"}
+		"deep/" + deepDirs + "leaf.txt", "many/f-002.bin", "train/big.bin", "empty"}
 )
 
 // indexView is what a user sees of a mount, by name: `find -printf '%i %y

@@ -15,7 +15,7 @@ import (
 // first says once that it serves from memory, the second not at all.
 func TestIndexDifferential(t *testing.T) {
 	t.Parallel()
-	f := s3IndexFixture(t, indexSource(t))
+	f := s3IndexFixture(t, indexSource(t, manyFiles))
 
 	// The heap mount and the mount that builds the index run at once.
 	heap, cache := noRoomCache(t), filepath.Join(f.work, "cache")
