@@ -60,8 +60,8 @@ func indexSource(t testing.TB, many int) map[string][]byte {
 	return data
 }
 
-// manyFiles is the size of indexSource's one large directory where it
-// matters.
+// manyFiles is a few hundred: indexSource's large directory for the tests
+// whose listings it is meant to stretch.
 const manyFiles = 250
 
 const deepDirs = "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/"
@@ -73,10 +73,10 @@ var (
 		"deep/" + deepDirs + "leaf.txt", "many/f-002.bin", "train/big.bin", "empty"}
 )
 
-// indexView is what a user sees of a mount, by name: `find -printf '%i %y
-// %s %p\n'` (inodes, types, sizes, order), `ls -la` of the root and viewDirs,
-// and the xattrs (getfattr -d) and bytes of viewFiles, which it checks against
-// data.
+// indexView is what a user sees of a mount, by name: `find -printf '%i
+// %y %s %p\n'` (inodes, types, sizes, order), `ls -la` of the root and
+// viewDirs, and the xattrs (getfattr -d) and bytes of viewFiles, which it
+// checks against data.
 func indexView(t testing.TB, mnt string, data map[string][]byte) map[string]string {
 	t.Helper()
 	getfattr, _ := tool(t, "getfattr", "attr")
