@@ -44,7 +44,7 @@ come last. Exit 0 whether or not the snapshots differ.`,
 					return err
 				}
 			}
-			df := lineage.Compare(snaps[0].Digest(), snaps[1].Digest(), snaps[0].Members(), snaps[1].Members())
+			df := lineage.Compare(snaps[0].Digest(), snaps[1].Digest(), snaps[0].Table(), snaps[1].Table())
 			if *asJSON {
 				return printJSON(out, df)
 			}

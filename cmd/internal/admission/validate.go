@@ -301,8 +301,9 @@ func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify
 		parents[i] = pc
 		v.r.Metrics.ParentsResolvable++
 		if i == 0 {
-			df := lineage.Compare(p, c.Manifest.SnapshotID, pc.Table.Members(), c.Table.Members())
-			v.r.Metrics.Diff = &Diff{Parent: p, Added: len(df.Added), Removed: len(df.Removed), Changed: len(df.Changed), Moved: len(df.Moved)}
+			// Counts only: the lists would hold a Member per change.
+			df := lineage.Count(pc.Table, c.Table)
+			v.r.Metrics.Diff = &Diff{Parent: p, Added: df.Added, Removed: df.Removed, Changed: df.Changed, Moved: df.Moved}
 		}
 	}
 	return parents, nil
