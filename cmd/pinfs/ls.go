@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +16,7 @@ import (
 
 var lsCmd = &command{
 	name:  "ls",
-	args:  "DIGEST [PATH] --store STORE [--long] [--json]",
+	args:  "DIGEST [PATH] --store STORE [--cache-dir DIR] [--long] [--json]",
 	short: "list the members of a snapshot without mounting it",
 	long: `List the members of a verified snapshot: size, split, digest, pinned
 version id, then the path. PATH limits the listing to one member or one
@@ -27,26 +29,36 @@ digest) shows "cas" as its source, and the SOURCE column is left out when
 every other S3 member's key is one prefix followed by its path in one
 bucket, as pin s3://BUCKET/PREFIX/ makes them (a member of a local
 store's area then shows "cas" as its version). --long prints every field
-in full, with the SOURCE column; --json prints the member table itself.`,
+in full, with the SOURCE column; --json prints the member table itself.
+
+The member table is read through the cache dir's verified metadata, as
+pinfs mount reads it: a table a mount or an earlier ls verified is not
+fetched or indexed again.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		long := fs.Bool("long", false, "print full digests, version ids and the source of every member")
 		asJSON := fs.Bool("json", false, "print the members as JSON Lines (the member table format)")
+		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "DIGEST [PATH]", 1)
 			if err != nil {
 				return err
 			}
-			snap, err := verify.Load(ctx, st, d)
+			g, err := meta.reader(ctx, st)
+			if err != nil {
+				return err
+			}
+			snap, err := verify.Load(ctx, g, d)
 			if err != nil {
 				return err
 			}
 			var ms []verify.Member
-			t := snap.Table()
-			for i := range t.Len() {
-				if len(args) == 1 || under(t.Path(i), args[1]) {
-					ms = append(ms, t.Member(i))
-				}
+			t, dir := snap.Table(), ""
+			if len(args) == 2 {
+				dir = args[1]
+			}
+			for i := range subtree(t, dir) {
+				ms = append(ms, t.Member(i))
 			}
 			if len(args) == 2 && len(ms) == 0 {
 				return fmt.Errorf("%s: no member at or under %q", d, args[1])
@@ -172,10 +184,28 @@ func inCAS(m *verify.Member, storeURL string) bool {
 	return ok && m.Source() == strings.TrimSuffix(storeURL, "/")+"/"+verify.CASKey(hex)
 }
 
-// under reports whether member path p is dir or lies below it.
-func under(p, dir string) bool {
-	dir = strings.TrimSuffix(dir, "/")
-	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
+// subtree yields, in table order, the members of t whose path is dir or
+// lies below it; every member for "". A verified table is sorted by path,
+// so these are the member named dir and the run of paths from dir+"/" up
+// to dir+"0" ('0' follows '/'), both found by binary search: listing one
+// directory of ten million members reads a few dozen paths besides its own.
+func subtree(t *verify.Table, dir string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		dir = strings.TrimSuffix(dir, "/")
+		lo, hi := 0, t.Len()
+		if dir != "" {
+			at := func(p string) int { return sort.Search(t.Len(), func(i int) bool { return t.Path(i) >= p }) }
+			if i := at(dir); i < t.Len() && t.Path(i) == dir && !yield(i) {
+				return
+			}
+			lo, hi = at(dir+"/"), at(dir+"0")
+		}
+		for i := lo; i < hi; i++ {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 func or(s, alt string) string {

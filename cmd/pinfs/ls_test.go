@@ -213,3 +213,35 @@ func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
 		}
 	}
 }
+
+// TestLsSubtreeIsTheFilter: the binary-searched subtree of a PATH is
+// exactly the members the linear filter it replaced selected, for names
+// that sort between a directory and its children ("a-b", "a.c" sort
+// before "a/") and after them ("a0", "ab"), unicode, a trailing slash.
+func TestLsSubtreeIsTheFilter(t *testing.T) {
+	t.Parallel()
+	under := func(p, dir string) bool {
+		dir = strings.TrimSuffix(dir, "/")
+		return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
+	}
+	paths := []string{"a", "a-b", "a.c", "a/b", "a/b/c", "a/bé", "a/é/x", "a0", "ab", "b", "é", "é/a", "é/b/c", "éa"}
+	ms := make([]verify.Member, len(paths))
+	for i, p := range paths {
+		ms[i] = verify.Member{ID: p, Path: p}
+	}
+	tb := verify.NewTable(ms)
+	for _, dir := range []string{"", "a", "a/", "a/b", "a/b/", "a/b/c", "a-b", "é", "é/b", "c", "zz", "a/é", "0"} {
+		var got, want []string
+		for i := range subtree(tb, dir) {
+			got = append(got, tb.Path(i))
+		}
+		for _, p := range paths {
+			if under(p, dir) {
+				want = append(want, p)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("subtree %q = %q, want %q", dir, got, want)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 var verifyCmd = &command{
 	name:  "verify",
-	args:  "DIGEST --store STORE [--deep] [--json]",
+	args:  "DIGEST --store STORE [--cache-dir DIR] [--deep] [--no-head] [--json]",
 	short: "check a manifest, its member table and every pinned version",
 	long: `Verify a snapshot in two levels.
 
@@ -32,6 +32,11 @@ enough distinct approver keys that signed this manifest together with a
 passing validation report of it (docs/admission.md). A manifest or report
 changed after signing fails the check.
 
+The manifest and member table are read through the cache dir's verified
+metadata, as pinfs mount reads them (--no-head then needs no store
+request at all for a snapshot already there); the members' objects are
+always checked in the store.
+
 The report counts members, bytes and problems by kind and names each
 failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
@@ -41,6 +46,7 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "`N` members checked in parallel")
 		policyFile := policyFlag(fs)
+		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
@@ -50,7 +56,11 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 			if err != nil {
 				return err
 			}
-			r, err := check.Run(ctx, st, d, check.Options{Deep: *deep, NoHead: *noHead, Jobs: *jobs})
+			g, err := meta.reader(ctx, st)
+			if err != nil {
+				return err
+			}
+			r, err := check.Run(ctx, st, d, check.Options{Deep: *deep, NoHead: *noHead, Jobs: *jobs, Meta: g})
 			if err != nil {
 				return err
 			}

@@ -31,6 +31,19 @@ type Options struct {
 	// without hashing only from a parent APPROVED under it (TrustPolicy).
 	// Nil trusts parents with a passing report in the store (TrustStore).
 	Policy *sign.Policy
+	// Meta, when set, is what the manifest and member tables of the
+	// snapshot and of its parents are read from (a metacache.Cache over
+	// the store: its verified copies and index); reports, approvals and
+	// the members' objects are always read from the store.
+	Meta verify.Getter
+}
+
+// meta is what o reads manifests and member tables from: o.Meta, or st.
+func (o Options) meta(st store.Store) verify.Getter {
+	if o.Meta != nil {
+		return o.Meta
+	}
+	return st
 }
 
 // Validate runs the gate checks on manifest d and returns the report. f
@@ -101,7 +114,7 @@ func (v *validation) failMember(kind, id, detail string) {
 }
 
 func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o Options) error {
-	c, err := verify.Fetch(ctx, st, d)
+	c, err := verify.Fetch(ctx, o.meta(st), d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,7 +131,7 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 		}
 	}
 	v.checkManifest(m)
-	parents, err := v.checkParents(ctx, st, c)
+	parents, err := v.checkParents(ctx, o.meta(st), c)
 	if err != nil {
 		return err
 	}
@@ -284,13 +297,13 @@ func replayHash(pairs [][2]string) verify.Digest {
 	return verify.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
 }
 
-// checkParents fetches and verifies every parent, and diffs the snapshot
+// checkParents fetches and verifies every parent from g, and diffs the snapshot
 // against the first one. It returns the parents in manifest order, nil
 // for those that do not resolve.
-func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify.Checked) ([]*verify.Checked, error) {
+func (v *validation) checkParents(ctx context.Context, g verify.Getter, c *verify.Checked) ([]*verify.Checked, error) {
 	parents := make([]*verify.Checked, len(c.Manifest.Parents))
 	for i, p := range c.Manifest.Parents {
-		pc, err := verify.Fetch(ctx, st, p)
+		pc, err := verify.Fetch(ctx, g, p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
