@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,11 +22,10 @@ func dropTables(t *testing.T, st string) {
 }
 
 // TestTableLoadersReadTheCacheDir: pinfs ls, verify --no-head, diff,
-// validate (the snapshot and its parent), approve and run show and
-// replay load member tables through --cache-dir, as pinfs mount does: a
+// validate (the snapshot and its parent), run show and replay load member tables through --cache-dir, as pinfs mount does: a
 // second run with the tables gone from the store gives the same output
 // from the copies (and, with the integrator's index, the index) of the
-// first.
+// first. verify with HEADs still checks the store's own copies.
 func TestTableLoadersReadTheCacheDir(t *testing.T) {
 	t.Setenv("PINFS_STORE", "")
 	st, record, _ := recordedRun(t)
@@ -59,6 +59,12 @@ func TestTableLoadersReadTheCacheDir(t *testing.T) {
 			code, again, errs := runPinfs(t, args...)
 			if code != exitOK {
 				t.Fatalf("pinfs %s with the tables only in the cache dir: exit %d: %s", tc.name, code, errs)
+			}
+			if tc.name == "verify" { // with HEADs verify checks the store's own copies
+				full := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--no-head" })
+				if code, out, errs := runPinfs(t, full...); code != exitFailed || !strings.Contains(out, "FAIL manifest") {
+					t.Errorf("pinfs verify without --no-head of a store without its table: exit %d, stdout %q, stderr %q", code, out, errs)
+				}
 			}
 			if tc.name == "validate" { // a new report: another time, another digest
 				first, again = dropLines(first, "validatedAt", `"report"`), dropLines(again, "validatedAt", `"report"`)
