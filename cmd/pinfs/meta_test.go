@@ -22,7 +22,7 @@ func dropTables(t *testing.T, st string) {
 }
 
 // TestTableLoadersReadTheCacheDir: pinfs ls, verify --no-head, diff,
-// validate (the snapshot and its parent), run show and replay load member tables through --cache-dir, as pinfs mount does: a
+// validate (the snapshot and its parent), approve, run show and replay load member tables through --cache-dir, as pinfs mount does: a
 // second run with the tables gone from the store gives the same output
 // from the copies (and, with the integrator's index, the index) of the
 // first. verify with HEADs still checks the store's own copies.
@@ -31,6 +31,10 @@ func TestTableLoadersReadTheCacheDir(t *testing.T) {
 	st, record, _ := recordedRun(t)
 	parent := pinFiles(t, st, map[string]string{"train/a": "alpha", "train/gone": "g"})
 	child := pinFiles(t, st, map[string]string{"train/a": "alpha", "train/new": "n"}, "--parent", parent)
+	key := filepath.Join(t.TempDir(), "alice")
+	if code, _, errs := runPinfs(t, "key", "generate", key); code != exitOK {
+		t.Fatalf("key generate: exit %d: %s", code, errs)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -39,6 +43,7 @@ func TestTableLoadersReadTheCacheDir(t *testing.T) {
 		{"verify", []string{"verify", child, "--no-head", "--store", st}},
 		{"diff", []string{"diff", parent, child, "--store", st}},
 		{"validate", []string{"validate", child, "--store", st, "--json"}},
+		{"approve", []string{"approve", child, "--store", st, "--key", key + ".key"}},
 		{"run show", []string{"run", "show", "r1", "--run-record", record, "--members"}},
 		{"run replay", []string{"run", "replay", "r1", "--run-record", record, "--quiet"}},
 	} {
@@ -69,7 +74,7 @@ func TestTableLoadersReadTheCacheDir(t *testing.T) {
 			if tc.name == "validate" { // a new report: another time, another digest
 				first, again = dropLines(first, "validatedAt", `"report"`), dropLines(again, "validatedAt", `"report"`)
 			}
-			if again != first {
+			if tc.name != "approve" && again != first { // approve: a new report and envelope
 				t.Errorf("pinfs %s printed\n%s\nfrom the cache dir, and\n%s\nfrom the store", tc.name, again, first)
 			}
 		})
