@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -52,24 +53,24 @@ fetched or indexed again.`,
 			if err != nil {
 				return err
 			}
-			var ms []verify.Member
 			t, dir := snap.Table(), ""
 			if len(args) == 2 {
 				dir = args[1]
 			}
-			for i := range subtree(t, dir) {
-				ms = append(ms, t.Member(i))
+			// A Member per line, built as it is printed: a listing of ten
+			// million members holds no list of them.
+			ms := func(yield func(*verify.Member) bool) {
+				for i := range subtree(t, dir) {
+					if m := t.Member(i); !yield(&m) {
+						return
+					}
+				}
 			}
-			if len(args) == 2 && len(ms) == 0 {
+			if len(args) == 2 && isEmpty(ms) {
 				return fmt.Errorf("%s: no member at or under %q", d, args[1])
 			}
 			if *asJSON {
-				var b []byte
-				for i := range ms {
-					b = append(ms[i].AppendCanonical(b), '\n')
-				}
-				_, err := out.Write(b)
-				return err
+				return printCanonical(out, ms)
 			}
 			if *long {
 				return printMembersLong(out, ms)
@@ -79,12 +80,33 @@ fetched or indexed again.`,
 	},
 }
 
+// isEmpty reports whether ms yields nothing.
+func isEmpty[T any](ms iter.Seq[T]) bool {
+	for range ms {
+		return false
+	}
+	return true
+}
+
+// printCanonical is pinfs ls --json: the members' table lines, written
+// as they are made.
+func printCanonical(w io.Writer, ms iter.Seq[*verify.Member]) error {
+	bw := bufio.NewWriter(w)
+	var b []byte
+	for m := range ms {
+		b = append(m.AppendCanonical(b[:0]), '\n')
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
 // printMembersLong is pinfs ls --long: every field in full.
-func printMembersLong(w io.Writer, ms []verify.Member) error {
+func printMembersLong(w io.Writer, ms iter.Seq[*verify.Member]) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, verify.Printable(or(m.Split, "-")), m.Digest,
 			verify.Printable(source(m)), verify.Printable(or(m.VersionID(), "-")), verify.Printable(m.Path))
 	}
@@ -93,8 +115,8 @@ func printMembersLong(w io.Writer, ms []verify.Member) error {
 
 // printMembers is pinfs ls of a snapshot in store storeURL: short digests
 // and version ids, and SOURCE only where it says more than PATH or
-// DIGEST, so that a line fits 120 columns.
-func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
+// DIGEST, so that a line fits 120 columns. It walks ms twice.
+func printMembers(w io.Writer, ms iter.Seq[*verify.Member], storeURL string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	implied := impliedSource(ms, storeURL)
 	if implied {
@@ -102,8 +124,7 @@ func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
 	} else {
 		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
 	}
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		version := "-"
 		if implied && m.S3 == nil {
 			version = "cas" // SOURCE, which would say so, is left out
@@ -150,10 +171,9 @@ func shorten(s string, n int) string {
 // them), so that a SOURCE column would only repeat PATH; members in a
 // content-addressed area (inCAS) do not count. It is false when no such
 // member is in S3.
-func impliedSource(ms []verify.Member, storeURL string) bool {
+func impliedSource(ms iter.Seq[*verify.Member], storeURL string) bool {
 	common := ""
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		if inCAS(m, storeURL) {
 			continue
 		}

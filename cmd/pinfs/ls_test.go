@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"iter"
 	"strings"
 	"testing"
 	"unicode"
@@ -176,7 +177,7 @@ func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
 	ls := func(storeURL string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := printMembers(&out, ms, storeURL); err != nil {
+		if err := printMembers(&out, pointers(ms), storeURL); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -204,7 +205,7 @@ func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
 		}
 	}
 	var long bytes.Buffer
-	if err := printMembersLong(&long, ms); err != nil {
+	if err := printMembersLong(&long, pointers(ms)); err != nil {
 		t.Fatal(err)
 	}
 	for i, l := range strings.Split(strings.TrimSuffix(long.String(), "\n"), "\n")[1:] {
@@ -242,6 +243,17 @@ func TestLsSubtreeIsTheFilter(t *testing.T) {
 		}
 		if strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("subtree %q = %q, want %q", dir, got, want)
+		}
+	}
+}
+
+// pointers yields a pointer to each of ms, as pinfs ls hands them over.
+func pointers(ms []verify.Member) iter.Seq[*verify.Member] {
+	return func(yield func(*verify.Member) bool) {
+		for i := range ms {
+			if !yield(&ms[i]) {
+				return
+			}
 		}
 	}
 }
