@@ -104,7 +104,10 @@
 // user.pinfs.source (s3://bucket/key or cas:blake3:<hex>),
 // user.pinfs.split (when the member has one) and user.pinfs.version_id
 // (S3 members only). The root carries user.pinfs.manifest, the snapshot's
-// digest. getfattr -d shows them.
+// digest. getfattr -d shows them. Names outside the user namespace
+// (system.posix_acl_*, security.*, trusted.*) are ENOTSUP on every node,
+// so that ls -l, told the file system has no ACLs or labels, stops asking
+// for them of every file (two round trips each).
 //
 // # Errors and interrupts
 //
