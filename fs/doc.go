@@ -54,8 +54,11 @@
 // The mount takes READDIRPLUS_AUTO: the kernel asks READDIRPLUS for the
 // first chunk of a listing and after a LOOKUP in the directory, and plain
 // READDIR otherwise, so a walk that looks nothing up (find) gets names
-// and types only, at a quarter of the bytes per entry. Listings are made
-// one entry at a time from the index and allocate nothing per entry.
+// and types only, at a quarter of the bytes per entry. Directories have
+// an st_blksize of 1 MiB, by which readdir(3) sizes its buffer and the
+// kernel its READDIR requests: a walk asks for thousands of entries per
+// round trip. Listings are made one entry at a time from the index and
+// allocate nothing per entry.
 // READDIRPLUS answers carry the entry and attributes of subdirectories,
 // and of files only while the kernel is looking files up (within two
 // seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
