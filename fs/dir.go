@@ -172,7 +172,8 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // For a directory it is Lookup: the kernel gets the entry and its
 // attributes, as listing and then descending needs. For a file it does
 // so only while the kernel looks files up (a LOOKUP of a file in the
-// last few seconds: ls -l, du, find -size, stat after listing);
+// last few seconds: ls -l, du, find -size, stat after listing; or an
+// ACL query of a directory, see dir.Getxattr);
 // otherwise it gives the kernel no entry (node id 0, which Linux reads
 // as "only the name and type", see fuse_direntplus_link), and the kernel
 // looks the file up when it is used. A plain listing of a large tree

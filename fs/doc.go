@@ -59,10 +59,12 @@
 // kernel its READDIR requests: a walk asks for thousands of entries per
 // round trip. Listings are made one entry at a time from the index and
 // allocate nothing per entry.
+//
 // READDIRPLUS answers carry the entry and attributes of subdirectories,
 // and of files only while the kernel is looking files up (within two
 // seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
-// listing). Otherwise files are listed with their name, inode number and
+// listing; or of a query of a directory's ACL or security label, which
+// ls -l makes of the directory it lists). Otherwise files are listed with their name, inode number and
 // type, and the kernel looks a file up when it is first used. Listing a
 // tree of a million files (find -type f, a data loader's glob)
 // therefore makes neither kernel inodes nor go-fuse inodes for them: each

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // wideDir is a snapshot of one directory of n empty files, more than one
@@ -82,5 +85,45 @@ func TestMountedWalkReaddir(t *testing.T) {
 	}
 	if ops["READDIR"]+ops["READDIRPLUS"] > 3 {
 		t.Errorf("requests for a listing of 2000 files: %v; want one READDIRPLUS of all of them (1 MiB) and one READDIR for the end", ops)
+	}
+}
+
+// TestReaddirPlusAfterACLQuery: ls -l asks for the ACL and label of the
+// directory it lists; READDIRPLUS then gives entries for files, which
+// ls stats every one of.
+func TestReaddirPlusAfterACLQuery(t *testing.T) {
+	t.Parallel()
+	snap, data := snapshot(t, fixture)
+	root := build(t, snap, &memReader{data: data}, testOptions())
+	ctx := context.Background()
+	d := nodes(root.EmbeddedInode())["train"].Operations().(*dir)
+	entries := func() (n int) {
+		fh, _, _ := d.OpendirHandle(ctx, 0)
+		h := fh.(*dirHandle)
+		for de, _ := h.Readdirent(ctx); de != nil; de, _ = h.Readdirent(ctx) {
+			if ch, e := h.Lookup(ctx, de.Name, &fuse.EntryOut{}); e == 0 && ch != nil {
+				n++
+			}
+		}
+		return n
+	}
+	root.t.start = root.t.start.Add(-filesInUseFor) // nodes looked the files up
+	if n := entries(); n != 0 {
+		t.Fatalf("no LOOKUP lately: %d file entries, want 0", n)
+	}
+	if _, e := d.Getxattr(ctx, XattrDigest, nil); e != syscall.ENODATA {
+		t.Fatalf("Getxattr(%s) = %v", XattrDigest, e)
+	}
+	if n := entries(); n != 0 {
+		t.Errorf("after a query of a user.* attribute: %d file entries, want 0", n)
+	}
+	for _, n := range []gofs.NodeGetxattrer{d, root} {
+		root.t.start = root.t.start.Add(-filesInUseFor)
+		if _, e := n.Getxattr(ctx, "system.posix_acl_access", nil); e != syscall.ENOTSUP {
+			t.Fatalf("Getxattr = %v", e)
+		}
+		if n := entries(); n != 2 {
+			t.Errorf("after an ACL query: %d file entries, want 2", n)
+		}
 	}
 }
