@@ -30,15 +30,7 @@ func (d *dir) fill(a *fuse.Attr) {
 	d.setCommon(a)
 	a.Mode = syscall.S_IFDIR | 0o555
 	a.Nlink = 2 + d.t.idx.dirs[d.d].nsub
-	a.Blksize = dirBlksize
 }
-
-// dirBlksize is st_blksize of directories. glibc's opendir sizes its
-// getdents buffer by it (32 KiB at least, 1 MiB at most), and the kernel
-// sizes each READDIR request by the getdents buffer (up to max_pages):
-// at 1 MiB a readdir(3) walk such as find asks for ~20,000 entries per
-// round trip instead of a few hundred.
-const dirBlksize = maxRead
 
 // Getattr returns the directory's attributes with the attribute timeout.
 func (d *dir) Getattr(ctx context.Context, _ gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {

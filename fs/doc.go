@@ -54,18 +54,16 @@
 // The mount takes READDIRPLUS_AUTO: the kernel asks READDIRPLUS for the
 // first chunk of a listing and after a LOOKUP in the directory, and plain
 // READDIR otherwise, so a walk that looks nothing up (find) gets names
-// and types only, at a quarter of the bytes per entry. Directories have
-// an st_blksize of 1 MiB, by which readdir(3) sizes its buffer and the
-// kernel its READDIR requests: a walk asks for thousands of entries per
-// round trip. Listings are made one entry at a time from the index and
-// allocate nothing per entry.
+// and types only, at a quarter of the bytes per entry. Listings are made
+// one entry at a time from the index and allocate nothing per entry.
 //
 // READDIRPLUS answers carry the entry and attributes of subdirectories,
 // and of files only while the kernel is looking files up (within two
 // seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
 // listing; or of a query of a directory's ACL or security label, which
-// ls -l makes of the directory it lists). Otherwise files are listed with their name, inode number and
-// type, and the kernel looks a file up when it is first used. Listing a
+// ls -l makes of the directory it lists). Otherwise files are listed
+// with their name, inode number and type, and the kernel looks a file up
+// when it is first used. Listing a
 // tree of a million files (find -type f, a data loader's glob)
 // therefore makes neither kernel inodes nor go-fuse inodes for them: each
 // would cost the daemon about 420 bytes for as long as the kernel keeps

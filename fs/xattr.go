@@ -62,8 +62,8 @@ func unsupported(attr string) bool { return !strings.HasPrefix(attr, "user.") }
 // being used, as a LOOKUP of a file does (see dirHandle.Lookup): ls -l
 // asks it of the directory it is about to list, and then stats every
 // file (as cp -a, rsync -A and tar --acls do), so the listing's entries
-// spare the kernel a LOOKUP per file (about 6,000 of them per 1 MiB
-// READDIRPLUS; the kernel asks the rest of the listing with READDIR).
+// spare the kernel a LOOKUP per file (for the first chunk of the listing,
+// which is READDIRPLUS; the kernel asks the rest with READDIR).
 func (d *dir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if unsupported(attr) {
 		d.t.fileLookedUp()
