@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -14,6 +15,9 @@ import (
 type dir struct {
 	node
 	d int32 // directory index in the tree's index; 0 for the root
+	// listed is set by an opendir: the kernel may hold a listing of the
+	// directory (FOPEN_CACHE_DIR) that carries no file entries.
+	listed atomic.Bool
 }
 
 var (
@@ -112,6 +116,7 @@ func (d *dir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // listing never changes, so the kernel may keep it. It replaces go-fuse's
 // default handle, which would call Readdir; the listing is the same.
 func (d *dir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	d.listed.Store(true)
 	return &dirHandle{d: d}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 

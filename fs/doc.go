@@ -61,7 +61,9 @@
 // and of files only while the kernel is looking files up (within two
 // seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
 // listing; or of a query of a directory's ACL or security label, which
-// ls -l makes of the directory it lists). Otherwise files are listed
+// ls -l makes of the directory it lists, and which also drops a listing
+// the kernel holds from an earlier walk, so that ls -l reads it again with
+// entries rather than looking up each file). Otherwise files are listed
 // with their name, inode number and type, and the kernel looks a file up
 // when it is first used. Listing a
 // tree of a million files (find -type f, a data loader's glob)

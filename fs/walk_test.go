@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -113,5 +115,38 @@ func TestReaddirPlusAfterACLQuery(t *testing.T) {
 		if n := entries(); n != 2 {
 			t.Errorf("after an ACL query: %d file entries, want 2", n)
 		}
+	}
+}
+
+// TestMountedLsAfterWalk: after a walk the kernel holds the listing
+// without file entries; ls -l's ACL query of the directory drops it, so
+// that listing again gives entries and stating every file costs no
+// LOOKUP each.
+func TestMountedLsAfterWalk(t *testing.T) {
+	t.Parallel()
+	snap, data := snapshot(t, wideDir(t, 500))
+	o := testOptions()
+	var logs lockedBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	dir, unmount := mount(t, NewRoot(snap, &memReader{data: data}, o), MountOptions{Debug: true})
+	d := filepath.Join(dir, "d")
+	if es, err := os.ReadDir(d); err != nil || len(es) != 500 {
+		t.Fatalf("walk: %d entries, %v", len(es), err)
+	}
+	mark := logs.String()
+	// ls -l asks for the directory's ACL (ENOTSUP) and stats each
+	// entry as it reads the listing. Run with no working directory in
+	// the mount and no inherited files (go-fuse's # Deadlocks).
+	ls := requireTool(t, "ls")
+	if out, err := exec.Command(ls, "-l", d).Output(); err != nil || strings.Count(string(out), "\n") != 501 {
+		t.Fatalf("ls -l: %d lines, %v", strings.Count(string(out), "\n"), err)
+	}
+	unmount()
+	ops := map[string]int{}
+	for _, m := range regexp.MustCompile(`rx \d+: ([A-Z]+) `).FindAllStringSubmatch(strings.TrimPrefix(logs.String(), mark), -1) {
+		ops[m[1]]++
+	}
+	if ops["LOOKUP"] > 5 || ops["READDIRPLUS"] == 0 {
+		t.Errorf("requests of ls -l after a walk: %v; want the listing read again with entries, and no LOOKUP per file", ops)
 	}
 }

@@ -63,10 +63,18 @@ func unsupported(attr string) bool { return !strings.HasPrefix(attr, "user.") }
 // asks it of the directory it is about to list, and then stats every
 // file (as cp -a, rsync -A and tar --acls do), so the listing's entries
 // spare the kernel a LOOKUP per file (for the first chunk of the listing,
-// which is READDIRPLUS; the kernel asks the rest with READDIR).
+// which is READDIRPLUS; the kernel asks the rest with READDIR). A
+// listing the kernel already holds (a find went through) has no file
+// entries and would cost ls a LOOKUP per file, so the query also drops
+// it from the kernel's cache (FUSE_NOTIFY_INVAL_INODE; the tree never
+// changes, so the listing read again is the same) and ls reads it anew,
+// with entries.
 func (d *dir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if unsupported(attr) {
 		d.t.fileLookedUp()
+		if d.listed.Swap(false) {
+			d.NotifyContent(0, 0) // ENOSYS when not mounted: nothing to drop
+		}
 		return 0, syscall.ENOTSUP
 	}
 	return 0, syscall.ENODATA
