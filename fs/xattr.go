@@ -62,8 +62,9 @@ func unsupported(attr string) bool { return !strings.HasPrefix(attr, "user.") }
 // being used, as a LOOKUP of a file does (see dirHandle.Lookup): ls -l
 // asks it of the directory it is about to list, and then stats every
 // file (as cp -a, rsync -A and tar --acls do), so the listing's entries
-// spare the kernel a LOOKUP per file (for the first chunk of the listing,
-// which is READDIRPLUS; the kernel asks the rest with READDIR). A
+// spare the kernel a LOOKUP per file of the first chunk (ls stats each
+// entry as it reads, which has the kernel ask the next chunks with
+// READDIRPLUS too, while files are in use). A
 // listing the kernel already holds (a find went through) has no file
 // entries and would cost ls a LOOKUP per file, so the query also drops
 // it from the kernel's cache (FUSE_NOTIFY_INVAL_INODE; the tree never
