@@ -40,18 +40,5 @@ func (x *index) node(k int32) (i int, d int32, isDir bool) { return x.ms.Node(k)
 // name returns the name of node k.
 func (x *index) name(k int32) string { return x.ms.NodeName(k) }
 
-// children returns the children of directory d, in byte order of names.
-func (x *index) children(d int32) []int32 {
-	dd := x.ms.Dir(d)
-	ks := make([]int32, dd.N)
-	for j := range ks {
-		ks[j] = x.ms.Child(&dd, j)
-	}
-	return ks
-}
-
-// lookup returns the node called name in directory d.
-func (x *index) lookup(d int32, name string) (int32, bool) {
-	dd := x.ms.Dir(d)
-	return x.ms.Lookup(&dd, name)
-}
+// lookup returns the node called name in directory dd.
+func (x *index) lookup(dd *verify.Dir, name string) (int32, bool) { return x.ms.Lookup(dd, name) }
