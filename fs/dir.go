@@ -2,18 +2,25 @@ package fs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/verify"
 )
 
 // dir is a directory: the root or one implied by member paths. Its
 // children come from the index.
 type dir struct {
 	node
-	d int32 // directory index in the tree's index; 0 for the root
+	d    int32      // directory index in the tree's index; 0 for the root
+	info verify.Dir // directory d, read once
+	// listed is set by an opendir: the kernel may hold a listing of the
+	// directory (FOPEN_CACHE_DIR) that carries no file entries.
+	listed atomic.Bool
 }
 
 var (
@@ -29,7 +36,7 @@ var (
 func (d *dir) fill(a *fuse.Attr) {
 	d.setCommon(a)
 	a.Mode = syscall.S_IFDIR | 0o555
-	a.Nlink = 2 + d.t.idx.dirs[d.d].nsub
+	a.Nlink = 2 + uint32(d.info.Subdirs)
 }
 
 // Getattr returns the directory's attributes with the attribute timeout.
@@ -56,7 +63,7 @@ func (d *dir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 
 // lookup is Lookup without the note for READDIRPLUS.
 func (d *dir) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	k, ok := d.t.idx.lookup(d.d, name)
+	k, ok := d.t.idx.lookup(&d.info, name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
@@ -68,26 +75,39 @@ func (d *dir) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gof
 }
 
 // entries returns ".", ".." and the children sorted by name in byte
-// order, each with its inode number and mode. Offsets are 1-based
-// positions, so that a seek to offset k resumes at entry k.
+// order, each with its inode number and mode (see entry).
 func (d *dir) entries() []fuse.DirEntry {
-	x := d.t.idx
-	kids := x.children(d.d)
-	es := make([]fuse.DirEntry, 0, len(kids)+2)
-	es = append(es,
-		fuse.DirEntry{Name: ".", Ino: x.dirIno(d.d), Mode: syscall.S_IFDIR},
-		fuse.DirEntry{Name: "..", Ino: x.dirIno(x.dirs[d.d].parent), Mode: syscall.S_IFDIR}) // the root is its own parent
-	for _, k := range kids {
-		mode := uint32(syscall.S_IFREG)
-		if x.of[k] < 0 {
-			mode = syscall.S_IFDIR
-		}
-		es = append(es, fuse.DirEntry{Name: x.name(k), Ino: ino(k), Mode: mode})
-	}
-	for k := range es {
-		es[k].Off = uint64(k) + 1
+	es := make([]fuse.DirEntry, d.count())
+	for j := range es {
+		es[j] = d.entry(j)
 	}
 	return es
+}
+
+// count is the number of entries of the listing: the children, "." and "..".
+func (d *dir) count() int { return int(d.info.N) + 2 }
+
+// entry returns entry j of the listing: "." and ".." first, then the
+// children in byte order of their names. Its offset is j+1, so that a
+// seek to offset j resumes at entry j. It is computed from the index on
+// demand: a listing of 10,000 files keeps no slice of 10,000 entries
+// (a find over ten million files would allocate 400 MB of them).
+func (d *dir) entry(j int) fuse.DirEntry {
+	x := d.t.idx
+	e := fuse.DirEntry{Off: uint64(j) + 1, Mode: syscall.S_IFDIR}
+	switch j {
+	case 0:
+		e.Name, e.Ino = ".", x.dirIno(d.d)
+	case 1:
+		e.Name, e.Ino = "..", x.dirIno(d.info.Parent) // the root is its own parent
+	default:
+		k := x.ms.Child(&d.info, j-2)
+		e.Name, e.Ino = x.name(k), ino(k)
+		if _, _, isDir := x.node(k); !isDir {
+			e.Mode = syscall.S_IFREG
+		}
+	}
+	return e
 }
 
 // Readdir lists the directory as entries does.
@@ -99,6 +119,7 @@ func (d *dir) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 // listing never changes, so the kernel may keep it. It replaces go-fuse's
 // default handle, which would call Readdir; the listing is the same.
 func (d *dir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	d.listed.Store(true)
 	return &dirHandle{d: d}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
@@ -111,12 +132,12 @@ func (d *dir) Access(ctx context.Context, mask uint32) syscall.Errno {
 }
 
 // dirHandle is an open directory. go-fuse serializes the calls on one
-// handle. The listing is made on the first read, so an opendir that the
-// kernel answers from its cache costs nothing.
+// handle. Entries are made one at a time from the index (dir.entry), so
+// an opendir that the kernel answers from its cache costs nothing.
 type dirHandle struct {
 	d   *dir
-	es  []fuse.DirEntry
-	pos int
+	pos int           // next entry
+	cur fuse.DirEntry // the entry Readdirent returned last
 }
 
 var (
@@ -126,27 +147,21 @@ var (
 	_ = (gofs.FileLookuper)((*dirHandle)(nil))
 )
 
-func (h *dirHandle) load() {
-	if h.es == nil {
-		h.es = h.d.entries()
-	}
-}
-
-// Readdirent returns the next entry, or nil at the end.
+// Readdirent returns the next entry, or nil at the end. The entry is
+// valid until the next call: go-fuse copies it before asking again, so
+// one entry per handle is reused instead of one allocated per entry.
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	h.load()
-	if h.pos >= len(h.es) {
+	if h.pos >= h.d.count() {
 		return nil, 0
 	}
-	e := h.es[h.pos]
+	h.cur = h.d.entry(h.pos)
 	h.pos++
-	return &e, 0
+	return &h.cur, 0
 }
 
 // Seekdir continues the listing after the entry with offset off.
 func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	h.load()
-	if off > uint64(len(h.es)) {
+	if off > uint64(h.d.count()) {
 		return syscall.EINVAL
 	}
 	h.pos = int(off)
@@ -157,7 +172,8 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // For a directory it is Lookup: the kernel gets the entry and its
 // attributes, as listing and then descending needs. For a file it does
 // so only while the kernel looks files up (a LOOKUP of a file in the
-// last few seconds: ls -l, du, find -size, stat after listing);
+// last few seconds: ls -l, du, find -size, stat after listing; or an
+// ACL query of a directory, see dir.Getxattr);
 // otherwise it gives the kernel no entry (node id 0, which Linux reads
 // as "only the name and type", see fuse_direntplus_link), and the kernel
 // looks the file up when it is used. A plain listing of a large tree
@@ -166,7 +182,7 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // for as long as the kernel keeps it.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if h.pos > 0 {
-		e := &h.es[h.pos-1]
+		e := &h.cur
 		if e.Name == name && (e.Mode&syscall.S_IFMT == syscall.S_IFDIR || h.d.t.filesInUse()) {
 			return h.d.lookup(ctx, name, out)
 		}

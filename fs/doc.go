@@ -18,9 +18,10 @@
 // Files are 0444 and directories 0555, all owned by Options.UID and
 // Options.GID. Sizes are the members' exact sizes. Every node's mtime,
 // ctime and atime is Options.Mtime, so nothing depends on the wall clock.
-// The tree never changes. NewRoot indexes it once (8 bytes per node: the
-// directories, each one's children sorted by name, the inode numbers);
-// Lookup and Readdir answer from the index, and a go-fuse inode is made
+// The tree never changes. The Snapshot's Table holds it (verify.Dir: the
+// directories, each one's children sorted by name, the inode numbers),
+// mapped from the cache dir's index or built in memory; Lookup and
+// Readdir answer from it, and a go-fuse inode is made
 // only for a node the kernel looks up (go-fuse drops it again when the
 // kernel forgets it). A file node holds only its member index; everything
 // else is read from the Snapshot's Table.
@@ -51,11 +52,21 @@
 // (Options.EntryTimeout, Options.AttrTimeout, 24 hours by default), and
 // Mount also caches failed lookups for the entry timeout.
 //
+// The mount takes READDIRPLUS_AUTO: the kernel asks READDIRPLUS for the
+// first chunk of a listing and after a LOOKUP in the directory, and plain
+// READDIR otherwise, so a walk that looks nothing up (find) gets names
+// and types only, at a quarter of the bytes per entry. Listings are made
+// one entry at a time from the index and allocate nothing per entry.
+//
 // READDIRPLUS answers carry the entry and attributes of subdirectories,
 // and of files only while the kernel is looking files up (within two
 // seconds of a LOOKUP of a file: ls -l, du, find -size, a stat after
-// listing). Otherwise files are listed with their name, inode number and
-// type, and the kernel looks a file up when it is first used. Listing a
+// listing; or of a query of a directory's ACL or security label, which
+// ls -l makes of the directory it lists, and which also drops a listing
+// the kernel holds from an earlier walk, so that ls -l reads it again with
+// entries rather than looking up each file). Otherwise files are listed
+// with their name, inode number and type, and the kernel looks a file up
+// when it is first used. Listing a
 // tree of a million files (find -type f, a data loader's glob)
 // therefore makes neither kernel inodes nor go-fuse inodes for them: each
 // would cost the daemon about 420 bytes for as long as the kernel keeps
@@ -104,7 +115,10 @@
 // user.pinfs.source (s3://bucket/key or cas:blake3:<hex>),
 // user.pinfs.split (when the member has one) and user.pinfs.version_id
 // (S3 members only). The root carries user.pinfs.manifest, the snapshot's
-// digest. getfattr -d shows them.
+// digest. getfattr -d shows them. Names outside the user namespace
+// (system.posix_acl_*, security.*, trusted.*) are ENOTSUP on every node,
+// so that ls -l, told the file system has no ACLs or labels, stops asking
+// for them of every file (two round trips each).
 //
 // # Errors and interrupts
 //

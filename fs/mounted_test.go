@@ -332,6 +332,19 @@ func TestMountedXattrs(t *testing.T) {
 	if _, err := unix.Getxattr(filepath.Join(dir, "a.b"), XattrDigest, make([]byte, 8)); !errors.Is(err, unix.ERANGE) {
 		t.Errorf("getxattr into 8 bytes: %v, want ERANGE", err)
 	}
+	// ls -l asks for these of every file and stops asking on a device
+	// that answers ENOTSUP; go-fuse's IgnoreSecurityLabels would answer
+	// the ACL names with ENODATA before the nodes see them.
+	for _, p := range []string{dir, filepath.Join(dir, "a"), filepath.Join(dir, "a.b")} {
+		for _, name := range []string{"security.selinux", "system.posix_acl_access", "system.posix_acl_default", "security.capability", "trusted.x"} {
+			if _, err := unix.Lgetxattr(p, name, nil); !errors.Is(err, unix.ENOTSUP) {
+				t.Errorf("lgetxattr %s %s: %v, want ENOTSUP", p, name, err)
+			}
+		}
+	}
+	if _, err := get(filepath.Join(dir, "a"), "user.other"); !errors.Is(err, unix.ENODATA) {
+		t.Errorf("getxattr of a directory: %v, want ENODATA", err)
+	}
 
 	// getfattr -d, which lists user.* by default. Run with no working
 	// directory and no inherited files, so that the child does not touch

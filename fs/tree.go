@@ -124,7 +124,7 @@ func NewRoot(snap *verify.Snapshot, r Reader, o Options) gofs.InodeEmbedder {
 	}
 	ms := snap.Table()
 	t := &tree{snap: snap, ms: ms, idx: newIndex(ms), r: r, opts: o, log: log, start: time.Now()}
-	return &rootDir{dir: dir{node: node{t: t}}}
+	return &rootDir{dir: dir{node: node{t: t}, info: t.idx.dir(0)}}
 }
 
 // rootDir is the root directory (directory 0 of the index). It carries
@@ -137,10 +137,11 @@ type rootDir struct {
 // go-fuse keeps one inode per inode number: when the kernel already knows
 // node k, the bridge uses the existing one.
 func (t *tree) newNode(ctx context.Context, parent *gofs.Inode, k int32) *gofs.Inode {
-	if c := t.idx.of[k]; c < 0 {
-		return parent.NewInode(ctx, &dir{node: node{t: t}, d: ^c}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(k)})
+	i, d, isDir := t.idx.node(k)
+	if isDir {
+		return parent.NewInode(ctx, &dir{node: node{t: t}, d: d, info: t.idx.dir(d)}, gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino(k)})
 	}
-	return parent.NewInode(ctx, &file{node: node{t: t}, i: int(t.idx.of[k])}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(k)})
+	return parent.NewInode(ctx, &file{node: node{t: t}, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino(k)})
 }
 
 // node is what files and directories share: the go-fuse inode and the tree.

@@ -26,6 +26,7 @@ const (
 )
 
 var (
+	_ = (gofs.NodeGetxattrer)((*dir)(nil))
 	_ = (gofs.NodeGetxattrer)((*file)(nil))
 	_ = (gofs.NodeListxattrer)((*file)(nil))
 	_ = (gofs.NodeGetxattrer)((*rootDir)(nil))
@@ -42,6 +43,42 @@ func (f *file) xattrs() iter.Seq2[string, string] {
 			(m.Split == "" || yield(XattrSplit, m.Split)) &&
 			(m.VersionID() == "" || yield(XattrVersionID, m.VersionID()))
 	}
+}
+
+// unsupported reports whether attr is outside the user namespace, the
+// only one pinfs has: no ACLs (system.posix_acl_*), no security labels
+// (security.selinux, security.capability), no trusted.*. Such a name is
+// ENOTSUP, not ENODATA, on every node: ls -l asks for security.selinux
+// and system.posix_acl_access of every file it lists, a FUSE round trip
+// each (the kernel caches no xattrs), and takes ENOTSUP as "this file
+// system has none" and stops asking for the rest of the device
+// (coreutils' file_has_aclinfo_cache), where ENODATA would have it ask
+// again for each of 10,000 files.
+func unsupported(attr string) bool { return !strings.HasPrefix(attr, "user.") }
+
+// Getxattr returns ENOTSUP for an attribute outside the user namespace
+// and ENODATA for any other: a directory carries no attributes. A query
+// of an ACL or label of a directory tells READDIRPLUS that files are
+// being used, as a LOOKUP of a file does (see dirHandle.Lookup): ls -l
+// asks it of the directory it is about to list, and then stats every
+// file (as cp -a, rsync -A and tar --acls do), so the listing's entries
+// spare the kernel a LOOKUP per file of the first chunk (ls stats each
+// entry as it reads, which has the kernel ask the next chunks with
+// READDIRPLUS too, while files are in use). A
+// listing the kernel already holds (a find went through) has no file
+// entries and would cost ls a LOOKUP per file, so the query also drops
+// it from the kernel's cache (FUSE_NOTIFY_INVAL_INODE; the tree never
+// changes, so the listing read again is the same) and ls reads it anew,
+// with entries.
+func (d *dir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if unsupported(attr) {
+		d.t.fileLookedUp()
+		if d.listed.Swap(false) {
+			d.NotifyContent(0, 0) // ENOSYS when not mounted: nothing to drop
+		}
+		return 0, syscall.ENOTSUP
+	}
+	return 0, syscall.ENODATA
 }
 
 // Getxattr returns the value of attr (see getxattr).
@@ -63,6 +100,9 @@ func (r *rootDir) xattrs() iter.Seq2[string, string] {
 
 // Getxattr returns the value of attr (see getxattr).
 func (r *rootDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if unsupported(attr) {
+		return r.dir.Getxattr(ctx, attr, dest)
+	}
 	if attr == XattrStatus && r.t.opts.Status != nil {
 		return fit(dest, string(r.t.opts.Status()))
 	}
@@ -83,8 +123,12 @@ func (r *rootDir) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.E
 
 // getxattr copies the value of attr into dest following getxattr(2):
 // an empty dest asks for the size, a too small one gets ERANGE with the
-// size, and a missing attribute is ENODATA.
+// size, a missing attribute is ENODATA and one outside the user
+// namespace ENOTSUP (see unsupported).
 func getxattr(attrs iter.Seq2[string, string], attr string, dest []byte) (uint32, syscall.Errno) {
+	if unsupported(attr) {
+		return 0, syscall.ENOTSUP
+	}
 	for name, v := range attrs {
 		if name == attr {
 			return fit(dest, v)

@@ -77,6 +77,17 @@ func TestXattrs(t *testing.T) {
 			t.Errorf("Getxattr(%s) = %v, want ENODATA", c.name, e)
 		}
 	}
+	d := nodes(root.EmbeddedInode())["train"].Operations().(*dir)
+	for _, n := range []gofs.NodeGetxattrer{cas, s3, root, d} {
+		for _, name := range []string{"security.selinux", "system.posix_acl_access", "trusted.pinfs.digest", "pinfs.digest"} {
+			if _, e := n.Getxattr(ctx, name, make([]byte, 100)); e != syscall.ENOTSUP {
+				t.Errorf("Getxattr(%s) = %v, want ENOTSUP", name, e)
+			}
+		}
+	}
+	if _, e := d.Getxattr(ctx, XattrDigest, make([]byte, 100)); e != syscall.ENODATA {
+		t.Errorf("directory Getxattr(%s) = %v, want ENODATA", XattrDigest, e)
+	}
 	if n, e := s3.Getxattr(ctx, XattrDigest, make([]byte, 10)); e != syscall.ERANGE || n != uint32(len(ms[s3.i].Digest)) {
 		t.Errorf("Getxattr into a small buffer = %d, %v; want %d, ERANGE", n, e, len(ms[s3.i].Digest))
 	}

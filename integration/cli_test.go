@@ -41,6 +41,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
+	// pinfs ls, verify --no-head, validate, diff and run show keep the
+	// tables they load in the default cache dir: the suite's go to a dir
+	// of its own, not to the user's (or root's) ~/.cache/pinfs, where an
+	// earlier run's copies would outlive it.
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "xdg-cache"))
 	pinfsBin = filepath.Join(dir, "pinfs")
 	build := exec.Command("go", "build", "-race", "-o", pinfsBin, "../cmd/pinfs")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr

@@ -59,7 +59,7 @@ func (t *Table) Check() []Problem {
 	}
 	t.checkPaths(add)
 	t.checkIDs(add)
-	slices.SortStableFunc(at, func(a, b indexed) int { return a.i - b.i })
+	sortIndexed(at)
 
 	var ps []Problem
 	for i := range t.Len() {
@@ -118,33 +118,57 @@ func memberProblems(d *decoded) []Problem {
 // checkPaths reports unsafe paths, paths used by an earlier member, and
 // paths below a path that is a file.
 func (t *Table) checkPaths(add func(i int, kind, format string, a ...any)) {
-	order := t.byPath()
-	// files holds the paths seen that are prefixes of the current one,
-	// shortest first: in path order, the paths between a file f and a
-	// path below it all start with f, so f is still here when it matters.
-	var files []string
-	for i := range order {
-		p := t.Path(i)
-		for len(files) > 0 && !strings.HasPrefix(p, files[len(files)-1]) {
-			files = files[:len(files)-1]
-		}
-		dup := len(files) > 0 && files[len(files)-1] == p
-		if err := CheckPath(p); err != nil {
-			add(i, KindUnsafePath, "%v", err)
-		} else if dup {
-			add(i, KindUnsafePath, "path used by an earlier member")
-		} else {
-			for _, f := range files {
-				if len(p) > len(f) && p[len(f)] == '/' {
-					add(i, KindUnsafePath, "parent %q is also a file", f)
-					break
-				}
-			}
-		}
-		if !dup {
-			files = append(files, p)
+	var c pathChecker
+	for i := range t.byPath() {
+		if detail, bad := c.next(t.Path(i)); bad {
+			add(i, KindUnsafePath, "%s", detail)
 		}
 	}
+}
+
+// pathChecker checks paths given in path order.
+type pathChecker struct {
+	// The paths seen that are prefixes of the current one, shortest
+	// first: in path order, the paths between a file f and a path below it
+	// all start with f, so f is still here when it matters. Each is a
+	// prefix of the last, so they are kept as the last one's bytes and
+	// their lengths.
+	last []byte
+	lens []int
+}
+
+// next returns the problem of path p, if any.
+func (c *pathChecker) next(p string) (detail string, bad bool) {
+	for len(c.lens) > 0 {
+		n := c.lens[len(c.lens)-1]
+		if len(p) >= n && p[:n] == string(c.last[:n]) {
+			break
+		}
+		c.lens = c.lens[:len(c.lens)-1]
+	}
+	dup := len(c.lens) > 0 && c.lens[len(c.lens)-1] == len(p)
+	if err := CheckPath(p); err != nil {
+		detail, bad = err.Error(), true
+	} else if dup {
+		detail, bad = "path used by an earlier member", true
+	} else {
+		for _, n := range c.lens {
+			if len(p) > n && p[n] == '/' {
+				detail, bad = fmt.Sprintf("parent %q is also a file", c.last[:n]), true
+				break
+			}
+		}
+	}
+	if !dup {
+		c.last = append(c.last[:0], p...)
+		c.lens = append(c.lens, len(p))
+	}
+	return detail, bad
+}
+
+// sortIndexed sorts problems by member, keeping their order for one member.
+func sortIndexed(at []indexed) {
+	slices.SortStableFunc(at, func(a, b indexed) int { return a.i - b.i })
 }
 
 // byPath returns the member indexes in path order; equal paths in table

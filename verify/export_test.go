@@ -11,4 +11,7 @@ func SetMinChunk(n int) (restore func()) {
 }
 
 // ParseTableFrom is ParseTable for a table read from r, in chunks.
-func ParseTableFrom(r io.Reader) (*Table, error) { return parseTableFrom(r, io.Discard, 0) }
+func ParseTableFrom(r io.Reader) (*Table, error) {
+	t, _, err := parseTableFrom(r, io.Discard, &memSink{}, &header{})
+	return t, err
+}

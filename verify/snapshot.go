@@ -38,28 +38,25 @@ func checkTable(m *Manifest, table []byte) (*Checked, error) {
 	if got := SHA256(table); got != td {
 		return nil, fmt.Errorf("member table of %s: content hashes to %s, manifest names %s: %w", d, got, td, ErrInvalid)
 	}
-	t, err := ParseTable(table)
+	h := &header{table: td}
+	t, problems, err := parseTable(table, newMemSink(min(max(m.Members.Count, 0), int64(len(table))/minLine+1), int64(len(table))), h)
 	if err != nil {
 		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
 	}
-	return checkParsed(m, t)
+	return checkParsed(m, t, h, problems)
 }
 
-// checkParsed checks the parsed table t of the manifest m: its count and
-// total size, then every member.
-func checkParsed(m *Manifest, t *Table) (*Checked, error) {
+// checkParsed checks the parsed table t of the manifest m, whose counts
+// are in h: its count and total size; problems are its members'.
+func checkParsed(m *Manifest, t *Table, h *header, problems []Problem) (*Checked, error) {
 	d := m.SnapshotID
 	if int64(t.Len()) != m.Members.Count {
 		return nil, fmt.Errorf("member table of %s: %d members, manifest says %d: %w", d, t.Len(), m.Members.Count, ErrInvalid)
 	}
-	var total int64
-	for i := range t.recs {
-		total += t.recs[i].size
+	if h.bytes != m.Members.Bytes {
+		return nil, fmt.Errorf("member table of %s: %d bytes, manifest says %d: %w", d, h.bytes, m.Members.Bytes, ErrInvalid)
 	}
-	if total != m.Members.Bytes {
-		return nil, fmt.Errorf("member table of %s: %d bytes, manifest says %d: %w", d, total, m.Members.Bytes, ErrInvalid)
-	}
-	return &Checked{Manifest: m, Table: t, Problems: t.Check()}, nil
+	return &Checked{Manifest: m, Table: t, Problems: problems}, nil
 }
 
 // Snapshot is a manifest and member table that passed every check. It can
@@ -108,14 +105,20 @@ type Getter interface {
 
 // Fetch reads the manifest with digest d and its member table from g and
 // checks them. When g is also an Opener, the table is streamed
-// (CheckReader) rather than read whole.
+// (CheckReader) rather than read whole. When g is an Indexer, a table
+// whose index g keeps is mapped from it instead, and a table that has
+// none is indexed as it is read (see Indexer).
 func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 	m, err := FetchManifest(ctx, g, d)
 	if err != nil {
 		return nil, err
 	}
+	ix := indexerOf(g)
+	if c := ix.open(g, m); c != nil {
+		return c, nil
+	}
 	if o, ok := g.(Opener); ok {
-		c, err := openTable(ctx, o, m)
+		c, err := openTable(ctx, o, m, ix)
 		var mismatch *tableDigestError
 		if !errors.As(err, &mismatch) {
 			return c, err

@@ -29,7 +29,7 @@ func CheckReader(d Digest, manifest []byte, r io.Reader, size int64) (*Checked, 
 	if err != nil {
 		return nil, err
 	}
-	return checkTableFrom(m, r, size)
+	return checkTableFrom(m, r, &memSink{})
 }
 
 // tableDigestError is the error of a streamed member table whose bytes
@@ -39,25 +39,16 @@ type tableDigestError struct{ err error }
 func (e *tableDigestError) Error() string { return e.err.Error() }
 func (e *tableDigestError) Unwrap() error { return e.err }
 
-// minLine is the length of the shortest canonical member line, newline
-// included: {"digest":"","id":"","path":"","size":0}.
-const minLine = 41
-
-// checkTableFrom checks the table that r yields, of size bytes (-1 when
-// unknown), against the parsed manifest m. The digest is checked first:
-// a table that does not match it is reported as such, whatever else is
+// checkTableFrom checks the table that r yields against the parsed
+// manifest m, building the Table into s. The digest is checked first: a
+// table that does not match it is reported as such, whatever else is
 // wrong with it.
-func checkTableFrom(m *Manifest, r io.Reader, size int64) (*Checked, error) {
+func checkTableFrom(m *Manifest, r io.Reader, s sink) (*Checked, error) {
 	d := m.SnapshotID
 	td, _ := m.Members.Digest() // checked by ParseManifest
-	// Room for the members the manifest announces, but no more than the
-	// table can hold: a manifest's count does not reserve memory on its own.
-	reserve := min(m.Members.Count, 1<<16)
-	if size >= 0 {
-		reserve = min(m.Members.Count, size/minLine+1)
-	}
 	h := sha256.New()
-	t, err := parseTableFrom(r, h, int(max(reserve, 0)))
+	hd := &header{table: td}
+	t, problems, err := parseTableFrom(r, h, s, hd)
 	var re *readError
 	if errors.As(err, &re) {
 		return nil, fmt.Errorf("member table %s of %s: %w", td, d, re.err)
@@ -68,7 +59,7 @@ func checkTableFrom(m *Manifest, r io.Reader, size int64) (*Checked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member table of %s: %v: %w", d, err, ErrInvalid)
 	}
-	return checkParsed(m, t)
+	return checkParsed(m, t, hd, problems)
 }
 
 // readError is an error of the reader a table is parsed from.
@@ -76,13 +67,18 @@ type readError struct{ err error }
 
 func (e *readError) Error() string { return "read: " + e.err.Error() }
 
-// openTable streams the member table of m from o and checks it. A table
-// larger than the manifest's count allows (store.TableLimit) is refused:
-// before it is read when its size says so, else once that much has come.
-func openTable(ctx context.Context, o Opener, m *Manifest) (*Checked, error) {
+// openTable streams the member table of m from o and checks it, indexing
+// it into ix's directory when there is one. A table larger than the
+// manifest's count allows (store.TableLimit) is refused: before it is
+// read when its size says so, else once that much has come.
+func openTable(ctx context.Context, o Opener, m *Manifest, ix *indexer) (*Checked, error) {
 	td, _ := m.Members.Digest()
 	key := MembersKey(td)
-	rc, size, err := o.Open(ctx, key)
+	open := o.Open
+	if nc, ok := o.(NoCopyOpener); ok && ix != nil {
+		open = nc.OpenNoCopy
+	}
+	rc, size, err := open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("member table %s of %s: %w", td, m.SnapshotID, err)
 	}
@@ -91,10 +87,12 @@ func openTable(ctx context.Context, o Opener, m *Manifest) (*Checked, error) {
 	if size > limit {
 		return nil, tableTooLarge(m, key)
 	}
-	c, err := checkTableFrom(m, store.LimitReader(rc, limit, key), size)
+	s := ix.sink(td, size, m.Members.Count)
+	c, err := checkTableFrom(m, store.LimitReader(rc, limit, key), s)
 	if errors.Is(err, store.ErrTooLarge) {
-		return nil, tableTooLarge(m, key)
+		err = tableTooLarge(m, key)
 	}
+	ix.done(s, c, err)
 	return c, err
 }
 

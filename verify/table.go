@@ -2,53 +2,45 @@ package verify
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // Table is a member table in compact form: the members in table order,
-// addressed by index. It holds what the table says, exactly (Member(i)
-// gives back every field), but at a fraction of the memory of a []Member:
-// digests are kept as 32 bytes, an id equal to its path and a CAS address
-// equal to the digest are not stored twice, bucket names, splits and key
-// prefixes (the key minus the member path) are interned, quoted MD5 ETags
-// take 16 bytes, and the remaining strings share a few large buffers
-// without any JSON syntax.
+// addressed by index, and the tree their paths make. It holds what the
+// table says, exactly (Member(i) gives back every field), in a layout of
+// flat sections (see sec) that is either built in memory or mapped from
+// an index file that a metadata cache keeps (see Indexer): digests are
+// kept as 32 bytes, an id equal to its path and a CAS address equal to
+// the digest are not stored twice, bucket names, splits and key prefixes
+// (the key minus the member path) are interned, and quoted MD5 ETags take
+// 16 bytes.
 //
 // A Table is immutable and safe for concurrent use. Strings it returns
-// share its memory and stay valid as long as they are referenced.
+// share its memory and stay valid for the life of the process.
 type Table struct {
-	recs   []rec
-	arenas []string // strings of the members, one buffer per parse chunk
-	strs   []string // interned strings; strs[0] == ""
+	cur atomic.Pointer[layout]
+	n   int
 	// sorted reports that paths never decrease in table order (ParseTable
-	// guarantees that they strictly increase).
+	// guarantees that they strictly increase); only a sorted table has a
+	// tree.
 	sorted bool
 	// idsArePaths reports that every member's id equals its path, as in
 	// every table pinfs pin writes.
 	idsArePaths bool
+	dirs        int
+
+	// repair, set for a mapped table, rebuilds the layout when a chunk of
+	// the index fails its digest after the index was opened.
+	repair   func() (*layout, error)
+	repairMu sync.Mutex
 }
 
-// rec is one member. Its variable-length strings are in arena
-// arenas[off>>arenaShift] at offset off&arenaMask, each as a uvarint length
-// and the bytes, in this order: path, id (flagID), digest (flagDigest), cas
-// (flagCASRaw), split (flagSplitRaw), then for S3 members bucket
-// (flagBucketRaw), key (flagKeyRaw), versionId, and etag (flagETag; 16
-// raw bytes with flagETagMD5).
-type rec struct {
-	size  int64
-	sum   b3.Sum // the digest, unless flagDigest
-	off   uint64
-	flags uint16
-	split uint16 // strs index, unless flagSplitRaw
-	// bucket and keyPrefix are strs indexes for S3 members; the key is
-	// strs[keyPrefix] + path unless flagKeyRaw.
-	bucket, keyPrefix uint16
-}
-
+// rec flags of an open record.
 const (
 	flagID        = 1 << iota // id stored (it differs from the path)
 	flagDigest                // digest stored as text: not blake3:<64 lower-case hex>; sum is zero
@@ -62,42 +54,66 @@ const (
 	flagETagMD5               // the etag is `"<32 hex>"`, stored as 16 bytes
 )
 
-const (
-	arenaShift = 48
-	arenaMask  = 1<<arenaShift - 1
-	maxArenas  = 1 << (64 - arenaShift)
-	// maxStrs is how many strings a Table interns; more are stored as text.
-	maxStrs = 1<<16 - 1
-)
+// maxStrs is how many strings a Table interns; more are stored as text.
+const maxStrs = 1<<16 - 1
+
+// layout returns the current layout; damaged reports that l failed a
+// chunk's digest and returns the layout to retry with.
+func (t *Table) layout() *layout { return t.cur.Load() }
+
+// damaged replaces l, whose index failed a chunk's digest, by a layout
+// rebuilt from the member table, once; a table that cannot be rebuilt
+// cannot be served, and the process stops rather than serve a byte of it.
+func (t *Table) damaged(l *layout) *layout {
+	t.repairMu.Lock()
+	defer t.repairMu.Unlock()
+	if cur := t.cur.Load(); cur != l {
+		return cur
+	}
+	if t.repair == nil {
+		panic("verify: a member table built in memory failed its own digest")
+	}
+	nl, err := t.repair()
+	if err != nil {
+		panic(fmt.Sprintf("pinfs: the index of a member table is damaged and the table cannot be read again: %v", err))
+	}
+	t.cur.Store(nl)
+	return nl
+}
 
 // Len returns the number of members.
-func (t *Table) Len() int { return len(t.recs) }
+func (t *Table) Len() int { return t.n }
 
 // Size returns the size of member i.
-func (t *Table) Size(i int) int64 { return t.recs[i].size }
+func (t *Table) Size(i int) int64 {
+	for l := t.layout(); ; l = t.damaged(l) {
+		if s, ok := l.size(i); ok {
+			return s
+		}
+	}
+}
 
 // Sum returns the BLAKE3 digest of member i, and false when its digest is
 // not a well-formed blake3:<64 lower-case hex> (CheckMembers reports it).
 func (t *Table) Sum(i int) (b3.Sum, bool) {
-	r := &t.recs[i]
-	return r.sum, r.flags&flagDigest == 0
+	for l := t.layout(); ; l = t.damaged(l) {
+		if r, _, ok := l.open(i); ok {
+			return b3.Sum(r[:32]), le.Uint16(r[40:])&flagDigest == 0
+		}
+	}
 }
 
 // Path returns the path of member i.
 func (t *Table) Path(i int) string {
-	c := t.cursor(i)
-	return c.str()
+	for l := t.layout(); ; l = t.damaged(l) {
+		if p, ok := l.path(i); ok {
+			return p
+		}
+	}
 }
 
 // ID returns the id of member i.
-func (t *Table) ID(i int) string {
-	c := t.cursor(i)
-	p := c.str()
-	if t.recs[i].flags&flagID != 0 {
-		return c.str()
-	}
-	return p
-}
+func (t *Table) ID(i int) string { return t.decode(i).id }
 
 // Split returns the split of member i, or "".
 func (t *Table) Split(i int) string { return t.decode(i).split }
@@ -166,10 +182,11 @@ func (t *Table) Members() []Member {
 	return ms
 }
 
-// NewTable returns the Table of ms, in the same order. It does not check
-// ms: CheckMembers does, and EncodeMembers refuses what cannot be encoded.
+// NewTable returns the Table of ms, in the same order, built in memory.
+// It does not check ms: CheckMembers does, and EncodeMembers refuses what
+// cannot be encoded.
 func NewTable(ms []Member) *Table {
-	b := newBuilder(make([]rec, len(ms)), 0, newInterner())
+	b := newBuilder(newInterner())
 	var f fields
 	for i := range ms {
 		m := &ms[i]
@@ -183,12 +200,18 @@ func NewTable(ms []Member) *Table {
 		}
 		b.add(&f)
 	}
-	t := &Table{recs: b.recs, arenas: []string{string(b.arena)}, strs: b.strs.strs, sorted: true, idsArePaths: b.idsArePaths}
+	sorted := true
 	for i := 1; i < len(ms); i++ {
 		if ms[i-1].Path > ms[i].Path {
-			t.sorted = false
+			sorted = false
 			break
 		}
+	}
+	a := newAssembler(&memSink{}, sorted)
+	a.part(&b.part)
+	t, _, err := a.finish(b.strs.strs, nil)
+	if err != nil {
+		panic(fmt.Sprintf("verify: building a table in memory: %v", err)) // memSink does not fail
 	}
 	return t
 }
@@ -242,11 +265,29 @@ func (d *decoded) etagString() string {
 }
 
 func (t *Table) decode(i int) decoded {
-	r := &t.recs[i]
-	c := t.cursor(i)
-	f := r.flags
-	d := decoded{size: r.size, sum: r.sum}
-	d.path = c.str()
+	for l := t.layout(); ; l = t.damaged(l) {
+		if d, ok := l.decode(i); ok {
+			return d
+		}
+	}
+}
+
+// decode reads member i, or reports false when a chunk it needs failed
+// its digest.
+func (l *layout) decode(i int) (d decoded, ok bool) {
+	if d.size, ok = l.size(i); !ok {
+		return d, false
+	}
+	if d.path, ok = l.path(i); !ok {
+		return d, false
+	}
+	r, details, ok := l.open(i)
+	if !ok {
+		return d, false
+	}
+	d.sum = b3.Sum(r[:32])
+	f := le.Uint16(r[40:])
+	c := cursor{details}
 	d.id = d.path
 	if f&flagID != 0 {
 		d.id = c.str()
@@ -263,20 +304,20 @@ func (t *Table) decode(i int) decoded {
 	if f&flagSplitRaw != 0 {
 		d.split = c.str()
 	} else {
-		d.split = t.strs[r.split]
+		d.split = l.strs[le.Uint16(r[42:])]
 	}
 	if d.hasS3 = f&flagS3 != 0; !d.hasS3 {
-		return d
+		return d, true
 	}
 	if f&flagBucketRaw != 0 {
 		d.bucket = c.str()
 	} else {
-		d.bucket = t.strs[r.bucket]
+		d.bucket = l.strs[le.Uint16(r[44:])]
 	}
 	if d.keyIsRaw = f&flagKeyRaw != 0; d.keyIsRaw {
 		d.keyRaw = c.str()
 	} else {
-		d.keyPrefix = t.strs[r.keyPrefix]
+		d.keyPrefix = l.strs[le.Uint16(r[46:])]
 	}
 	d.versionID = c.str()
 	d.hasETag, d.etagMD5 = f&flagETag != 0, f&flagETagMD5 != 0
@@ -286,16 +327,11 @@ func (t *Table) decode(i int) decoded {
 	case d.hasETag:
 		d.etag = c.str()
 	}
-	return d
+	return d, true
 }
 
-// cursor reads the strings of one member from its arena.
+// cursor reads the detail strings of one member.
 type cursor struct{ s string }
-
-func (t *Table) cursor(i int) cursor {
-	off := t.recs[i].off
-	return cursor{t.arenas[off>>arenaShift][off&arenaMask:]}
-}
 
 // str reads a uvarint length and that many bytes.
 func (c *cursor) str() string {
@@ -320,138 +356,6 @@ func (c *cursor) raw(n int) string {
 	v := c.s[:n]
 	c.s = c.s[n:]
 	return v
-}
-
-// fields are one member's fields as bytes: from a member table line (the
-// line's bytes, or decoded escapes) or from a Member.
-type fields struct {
-	id, path, split, digest, cas []byte
-	bucket, key, versionID, etag []byte
-	size                         int64
-	hasCAS, hasS3                bool
-}
-
-// builder appends members to a Table under construction.
-type builder struct {
-	recs        []rec // recs[n] is the next member's
-	n           int
-	arena       []byte
-	chunk       uint64
-	strs        *interner
-	local       map[string]uint16 // strs indexes already looked up
-	idsArePaths bool
-}
-
-func newBuilder(recs []rec, chunk int, strs *interner) *builder {
-	return &builder{recs: recs, chunk: uint64(chunk), strs: strs, local: map[string]uint16{}, idsArePaths: true}
-}
-
-// intern returns the index of s in the interned strings, adding it when
-// there is room. Builders that parse chunks of one table in parallel
-// share the interner; each keeps the indexes it has seen, so that the
-// interner's lock is taken once per distinct string and builder.
-func (b *builder) intern(s []byte) (uint16, bool) {
-	if len(s) == 0 {
-		return 0, true
-	}
-	if k, ok := b.local[string(s)]; ok {
-		return k, true
-	}
-	k, ok := b.strs.intern(s)
-	if ok {
-		b.local[string(s)] = k
-	}
-	return k, ok
-}
-
-// interner holds the interned strings of a Table under construction.
-type interner struct {
-	mu    sync.Mutex
-	strs  []string // strs[0] == ""
-	index map[string]uint16
-}
-
-func newInterner() *interner {
-	return &interner{strs: []string{""}, index: map[string]uint16{"": 0}}
-}
-
-// intern returns the index of s, adding it when fewer than maxStrs
-// strings are interned.
-func (in *interner) intern(s []byte) (uint16, bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if k, ok := in.index[string(s)]; ok {
-		return k, true
-	}
-	if len(in.strs) > maxStrs {
-		return 0, false
-	}
-	k := uint16(len(in.strs))
-	str := string(s)
-	in.strs = append(in.strs, str)
-	in.index[str] = k
-	return k, true
-}
-
-func (b *builder) str(s []byte) {
-	b.arena = binary.AppendUvarint(b.arena, uint64(len(s)))
-	b.arena = append(b.arena, s...)
-}
-
-// add appends f as the next member.
-func (b *builder) add(f *fields) {
-	r := &b.recs[b.n]
-	b.n++
-	*r = rec{size: f.size, off: b.chunk<<arenaShift | uint64(len(b.arena))}
-	b.str(f.path)
-	if !bytes.Equal(f.id, f.path) {
-		r.flags |= flagID
-		b.idsArePaths = false
-		b.str(f.id)
-	}
-	if !parseSum(&r.sum, f.digest) {
-		r.sum = b3.Sum{}
-		r.flags |= flagDigest
-		b.str(f.digest)
-	}
-	if f.hasCAS {
-		r.flags |= flagCAS
-		if !bytes.Equal(f.cas, f.digest) {
-			r.flags |= flagCASRaw
-			b.str(f.cas)
-		}
-	}
-	var ok bool
-	if r.split, ok = b.intern(f.split); !ok {
-		r.flags |= flagSplitRaw
-		b.str(f.split)
-	}
-	if !f.hasS3 {
-		return
-	}
-	r.flags |= flagS3
-	if r.bucket, ok = b.intern(f.bucket); !ok {
-		r.flags |= flagBucketRaw
-		b.str(f.bucket)
-	}
-	ok = false
-	if prefix, found := bytes.CutSuffix(f.key, f.path); found {
-		r.keyPrefix, ok = b.intern(prefix)
-	}
-	if !ok {
-		r.flags |= flagKeyRaw
-		b.str(f.key)
-	}
-	b.str(f.versionID)
-	var md5 [16]byte
-	switch {
-	case isMD5ETag(f.etag, &md5):
-		r.flags |= flagETag | flagETagMD5
-		b.arena = append(b.arena, md5[:]...)
-	case len(f.etag) > 0:
-		r.flags |= flagETag
-		b.str(f.etag)
-	}
 }
 
 // parseSum decodes s into sum when it is exactly blake3:<64 lower-case

@@ -25,8 +25,16 @@ import (
 // lines that re-encode to themselves. Tables are parsed in parallel
 // chunks of about a MiB split at line boundaries.
 func ParseTable(table []byte) (*Table, error) {
-	p := newTableParser(bytes.Count(table, []byte{'\n'}))
-	size := max(minChunk, len(table)/(maxArenas-1)+1)
+	t, _, err := parseTable(table, newMemSink(int64(bytes.Count(table, []byte{'\n'})), int64(len(table))), nil)
+	return t, err
+}
+
+// parseTable is ParseTable into the sink s, with the member checks run as
+// the table is parsed; h, when not nil, receives the counts for an index
+// header.
+func parseTable(table []byte, s sink, h *header) (*Table, []Problem, error) {
+	p := newTableParser(s)
+	size := max(minChunk, len(table)/maxChunks+1)
 	for len(table) > 0 {
 		end := len(table)
 		if size < end {
@@ -37,16 +45,19 @@ func ParseTable(table []byte) (*Table, error) {
 		p.send(table[:end], nil)
 		table = table[end:]
 	}
-	return p.finish()
+	return p.finish(h)
 }
 
+// maxChunks bounds the chunks of a table parsed in parallel.
+const maxChunks = 1 << 16
+
 // parseTableFrom parses the member table that r yields, like ParseTable,
-// reading it in chunks of about a MiB: the table's bytes are never held
-// whole, only the chunks being parsed. Every byte read is written to h
-// (which hashes it) before it is parsed. members is the number of members
-// expected, a hint for the memory to reserve.
-func parseTableFrom(r io.Reader, h io.Writer, members int) (*Table, error) {
-	p := newTableParser(members)
+// into the sink s, reading it in chunks of about a MiB: the table's bytes
+// are never held whole, only the chunks being parsed, and a part of the
+// Table is passed to s as soon as the parts before it are. Every byte
+// read is written to h (which hashes it) before it is parsed.
+func parseTableFrom(r io.Reader, h io.Writer, s sink, hd *header) (*Table, []Problem, error) {
+	p := newTableParser(s)
 	workers := runtime.GOMAXPROCS(0)
 	free := make(chan []byte, workers+2) // buffers parsed, to be filled again
 	made := 0
@@ -75,8 +86,8 @@ func parseTableFrom(r io.Reader, h io.Writer, members int) (*Table, error) {
 		h.Write(buf[len(carry):])
 		eof := err == io.EOF || err == io.ErrUnexpectedEOF
 		if err != nil && !eof {
-			p.finish()
-			return nil, &readError{err}
+			p.finish(nil)
+			return nil, nil, &readError{err}
 		}
 		cut := bytes.LastIndexByte(buf, '\n') + 1
 		if eof {
@@ -89,15 +100,11 @@ func parseTableFrom(r io.Reader, h io.Writer, members int) (*Table, error) {
 		}
 		if len(buf[:cut]) == 0 {
 			release(buf)
-			return p.finish()
-		}
-		if p.chunks() == maxArenas {
-			p.finish()
-			return nil, errors.New("member table too large")
+			return p.finish(hd)
 		}
 		p.send(buf[:cut], release)
 		if eof {
-			return p.finish()
+			return p.finish(hd)
 		}
 	}
 }
@@ -105,84 +112,75 @@ func parseTableFrom(r io.Reader, h io.Writer, members int) (*Table, error) {
 // minChunk is the size of the chunks of a table that are parsed on their own.
 var minChunk = 1 << 20
 
-// tableParser parses chunks of a member table in parallel, in the order
-// they are sent, into a Table.
+// tableParser parses chunks of a member table in parallel and joins them
+// in the order they are sent.
 type tableParser struct {
-	t      *Table
 	strs   *interner
 	work   chan *chunk
+	order  chan *chunk // the chunks sent, in order, for join
 	wg     sync.WaitGroup
-	sent   []*chunk
-	n      int          // lines in the chunks sent
-	grow   sync.RWMutex // held to read t.recs by workers, to grow it by send
+	joined chan struct{}
+	a      *assembler
+	sent   int
 	failed atomic.Int64 // lowest index of a chunk that failed to parse
+
+	// Set by join: the first error in table order and its line.
+	err error
 }
 
 // chunk is a part of a member table that ends at the end of a line (or
 // of the table).
 type chunk struct {
-	data        []byte
-	release     func([]byte) // takes data back once parsed, or nil
-	idx         int
-	lines, base int // lines, and the index of the first member
-	arena       string
-	idsArePaths bool
-	parsed      int    // members parsed
-	first, last []byte // paths of the first and last member parsed
-	err         error
-	errLine     int // line of err within the chunk, from 1
+	data    []byte
+	release func([]byte) // takes data back once parsed, or nil
+	idx     int
+	lines   int
+	part    part
+	err     error
+	errLine int // line of err within the chunk, from 1
+	done    chan struct{}
 }
 
-// newTableParser starts a parser that reserves room for members members
-// and grows when there are more.
-func newTableParser(members int) *tableParser {
+func newTableParser(s sink) *tableParser {
+	workers := runtime.GOMAXPROCS(0)
+	a := newAssembler(s, true)
+	a.checked = true
 	p := &tableParser{
-		t:    &Table{recs: make([]rec, max(members, 0)), sorted: true, idsArePaths: true},
-		strs: newInterner(),
-		work: make(chan *chunk, runtime.GOMAXPROCS(0)),
+		strs:   newInterner(),
+		work:   make(chan *chunk, workers),
+		order:  make(chan *chunk, 2*workers),
+		joined: make(chan struct{}),
+		a:      a,
 	}
 	p.failed.Store(math.MaxInt64)
-	for range runtime.GOMAXPROCS(0) {
+	for range workers {
 		p.wg.Go(p.worker)
 	}
+	go p.join()
 	return p
 }
 
-func (p *tableParser) chunks() int { return len(p.sent) }
-
 // send queues data, which ends at the end of a line or of the table, to
-// be parsed after the chunks sent before it; release, if not nil, gets
-// data back once it is parsed.
+// be parsed and then joined after the chunks sent before it; release, if
+// not nil, gets data back once it is parsed.
 func (p *tableParser) send(data []byte, release func([]byte)) {
-	c := &chunk{data: data, release: release, idx: len(p.sent), lines: bytes.Count(data, []byte{'\n'}), base: p.n}
-	p.n += c.lines
-	if p.n > len(p.t.recs) {
-		p.grow.Lock()
-		recs := make([]rec, max(p.n, 2*len(p.t.recs)))
-		copy(recs, p.t.recs)
-		p.t.recs = recs
-		p.grow.Unlock()
-	}
-	p.sent = append(p.sent, c)
+	c := &chunk{data: data, release: release, idx: p.sent, lines: bytes.Count(data, []byte{'\n'}), done: make(chan struct{})}
+	p.sent++
+	p.order <- c
 	p.work <- c
 }
 
-// worker parses chunks until the work ends. Strings are built in a
-// scratch arena that is copied to its exact size once the chunk is done.
-// A chunk after one that failed is not parsed: only the first error in
-// table order is reported.
+// worker parses chunks until the work ends. A chunk after one that
+// failed is not parsed: only the first error in table order is reported.
 func (p *tableParser) worker() {
 	var lp lineParser
-	var scratch []byte
-	local := map[string]uint16{}
 	for c := range p.work {
 		if int64(c.idx) < p.failed.Load() {
-			p.grow.RLock()
-			b := builder{recs: p.t.recs[c.base : c.base+c.lines], arena: scratch[:0], chunk: uint64(c.idx), strs: p.strs, local: local, idsArePaths: true}
-			c.errLine, c.err = lp.chunk(c, &b)
-			p.grow.RUnlock()
-			c.arena, c.parsed, c.idsArePaths = string(b.arena), b.n, b.idsArePaths
-			scratch = b.arena
+			b := newBuilder(p.strs)
+			b.reserve(c.lines, len(c.data))
+			b.check = true
+			c.errLine, c.err = lp.chunk(c, b)
+			c.part = b.part
 			for c.err != nil {
 				old := p.failed.Load()
 				if old <= int64(c.idx) || p.failed.CompareAndSwap(old, int64(c.idx)) {
@@ -194,34 +192,60 @@ func (p *tableParser) worker() {
 			c.release(c.data)
 		}
 		c.data = nil
+		close(c.done)
 	}
 }
 
-// finish waits for the chunks sent and returns the table, or the first
-// error in table order: a line that does not parse, or a path not after
-// the last path of the chunk before.
-func (p *tableParser) finish() (*Table, error) {
-	close(p.work)
-	p.wg.Wait()
-	t := p.t
-	t.recs = t.recs[:p.n]
-	t.arenas = make([]string, len(p.sent))
+// join hands the parsed chunks to the assembler in order, until the first
+// that failed: a line that does not parse, or a path not after the last
+// path of the chunk before.
+func (p *tableParser) join() {
+	defer close(p.joined)
 	line := 1
-	var prev *chunk
-	for i, c := range p.sent {
-		if prev != nil && c.parsed > 0 && !(string(prev.last) < string(c.first)) {
-			return nil, fmt.Errorf("member table line %d: path %q not after %q", line, c.first, prev.last)
+	var last []byte
+	for c := range p.order {
+		<-c.done
+		if p.err == nil {
+			switch {
+			case c.part.n > 0 && last != nil && !(string(last) < string(firstPath(&c.part))):
+				p.err = fmt.Errorf("member table line %d: path %q not after %q", line, firstPath(&c.part), last)
+			case c.err != nil:
+				p.err = fmt.Errorf("member table line %d: %v", line+c.errLine-1, c.err)
+			default:
+				if c.part.n > 0 {
+					last = append(last[:0], lastPath(&c.part)...)
+				}
+				p.a.part(&c.part)
+			}
 		}
-		if c.err != nil {
-			return nil, fmt.Errorf("member table line %d: %v", line+c.errLine-1, c.err)
-		}
-		t.arenas[i] = c.arena
-		t.idsArePaths = t.idsArePaths && c.idsArePaths
+		c.part = part{}
 		line += c.lines
-		prev = c
 	}
-	t.strs = p.strs.strs
-	return t, nil
+}
+
+// firstPath and lastPath return the paths of the first and last member of a part.
+func firstPath(p *part) []byte {
+	if p.n == 1 {
+		return p.b[secNames]
+	}
+	return p.b[secNames][:le.Uint64(p.b[secWalk][walkSize+8:])]
+}
+
+func lastPath(p *part) []byte {
+	return p.b[secNames][le.Uint64(p.b[secWalk][(p.n-1)*walkSize+8:]):]
+}
+
+// finish waits for the chunks sent and returns the table and its
+// problems, or the first error in table order.
+func (p *tableParser) finish(h *header) (*Table, []Problem, error) {
+	close(p.work)
+	close(p.order)
+	p.wg.Wait()
+	<-p.joined
+	if p.err != nil {
+		return nil, nil, p.err
+	}
+	return p.a.finish(p.strs.strs, h)
 }
 
 // chunk parses the lines of c into b.
@@ -243,10 +267,6 @@ func (p *lineParser) chunk(c *chunk, b *builder) (line int, err error) {
 		}
 		b.add(&f)
 		prev = append(prev[:0], f.path...)
-		if line == 1 {
-			c.first = bytes.Clone(f.path)
-		}
 	}
-	c.last = prev
 	return 0, nil
 }

@@ -16,7 +16,7 @@ import (
 
 var approveCmd = &command{
 	name:  "approve",
-	args:  "DIGEST --key KEY --store STORE [--role ROLE] [--policy FILE] [--alias NAME] [--report REPORT]",
+	args:  "DIGEST --key KEY --store STORE [--role ROLE] [--policy FILE] [--alias NAME] [--cache-dir DIR] [--report REPORT]",
 	short: "validate a snapshot and sign it with its validation report: APPROVED",
 	long: `Validate the snapshot DIGEST, as pinfs validate does with the same
 --policy, --alias, --deep and --jobs, and, when it passes, sign DIGEST

@@ -13,16 +13,20 @@ import (
 
 var diffCmd = &command{
 	name:  "diff",
-	args:  "A B --store STORE [--json]",
+	args:  "A B --store STORE [--cache-dir DIR] [--json]",
 	short: "list members added, removed, changed and moved between splits",
 	long: `Compare snapshot A with snapshot B, both verified first. Members match by
 path: "changed" means another digest, size, source or version at the same
 path; "moved" means the same bytes in another split (at the same path, or
 removed from one split and added with the same digest in another). Counts
-come last. Exit 0 whether or not the snapshots differ.`,
+come last. Exit 0 whether or not the snapshots differ.
+
+Both member tables are read through the cache dir's verified metadata, as
+pinfs mount reads them, and walked side by side in path order.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		asJSON := fs.Bool("json", false, "print the diff as JSON")
+		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			if len(args) != 2 {
 				return usagef("want two digests A B, got %d arguments", len(args))
@@ -38,13 +42,17 @@ come last. Exit 0 whether or not the snapshots differ.`,
 			if err != nil {
 				return err
 			}
+			g, err := meta.reader(ctx, st)
+			if err != nil {
+				return err
+			}
 			var snaps [2]*verify.Snapshot
 			for i, d := range ds {
-				if snaps[i], err = verify.Load(ctx, st, d); err != nil {
+				if snaps[i], err = verify.Load(ctx, g, d); err != nil {
 					return err
 				}
 			}
-			df := lineage.Compare(snaps[0].Digest(), snaps[1].Digest(), snaps[0].Members(), snaps[1].Members())
+			df := lineage.Compare(snaps[0].Digest(), snaps[1].Digest(), snaps[0].Table(), snaps[1].Table())
 			if *asJSON {
 				return printJSON(out, df)
 			}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	"iter"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +17,7 @@ import (
 
 var lsCmd = &command{
 	name:  "ls",
-	args:  "DIGEST [PATH] --store STORE [--long] [--json]",
+	args:  "DIGEST [PATH] --store STORE [--cache-dir DIR] [--long] [--json]",
 	short: "list the members of a snapshot without mounting it",
 	long: `List the members of a verified snapshot: size, split, digest, pinned
 version id, then the path. PATH limits the listing to one member or one
@@ -27,37 +30,47 @@ digest) shows "cas" as its source, and the SOURCE column is left out when
 every other S3 member's key is one prefix followed by its path in one
 bucket, as pin s3://BUCKET/PREFIX/ makes them (a member of a local
 store's area then shows "cas" as its version). --long prints every field
-in full, with the SOURCE column; --json prints the member table itself.`,
+in full, with the SOURCE column; --json prints the member table itself.
+
+The member table is read through the cache dir's verified metadata, as
+pinfs mount reads it: a table a mount or an earlier ls verified is not
+fetched or indexed again.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		long := fs.Bool("long", false, "print full digests, version ids and the source of every member")
 		asJSON := fs.Bool("json", false, "print the members as JSON Lines (the member table format)")
+		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "DIGEST [PATH]", 1)
 			if err != nil {
 				return err
 			}
-			snap, err := verify.Load(ctx, st, d)
+			g, err := meta.reader(ctx, st)
 			if err != nil {
 				return err
 			}
-			var ms []verify.Member
-			t := snap.Table()
-			for i := range t.Len() {
-				if len(args) == 1 || under(t.Path(i), args[1]) {
-					ms = append(ms, t.Member(i))
+			snap, err := verify.Load(ctx, g, d)
+			if err != nil {
+				return err
+			}
+			t, dir := snap.Table(), ""
+			if len(args) == 2 {
+				dir = args[1]
+			}
+			// A Member per line, built as it is printed: a listing of ten
+			// million members holds no list of them.
+			ms := func(yield func(*verify.Member) bool) {
+				for i := range subtree(t, dir) {
+					if m := t.Member(i); !yield(&m) {
+						return
+					}
 				}
 			}
-			if len(args) == 2 && len(ms) == 0 {
+			if len(args) == 2 && isEmpty(ms) {
 				return fmt.Errorf("%s: no member at or under %q", d, args[1])
 			}
 			if *asJSON {
-				var b []byte
-				for i := range ms {
-					b = append(ms[i].AppendCanonical(b), '\n')
-				}
-				_, err := out.Write(b)
-				return err
+				return printCanonical(out, ms)
 			}
 			if *long {
 				return printMembersLong(out, ms)
@@ -67,12 +80,33 @@ in full, with the SOURCE column; --json prints the member table itself.`,
 	},
 }
 
+// isEmpty reports whether ms yields nothing.
+func isEmpty[T any](ms iter.Seq[T]) bool {
+	for range ms {
+		return false
+	}
+	return true
+}
+
+// printCanonical is pinfs ls --json: the members' table lines, written
+// as they are made.
+func printCanonical(w io.Writer, ms iter.Seq[*verify.Member]) error {
+	bw := bufio.NewWriter(w)
+	var b []byte
+	for m := range ms {
+		b = append(m.AppendCanonical(b[:0]), '\n')
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
 // printMembersLong is pinfs ls --long: every field in full.
-func printMembersLong(w io.Writer, ms []verify.Member) error {
+func printMembersLong(w io.Writer, ms iter.Seq[*verify.Member]) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Size, verify.Printable(or(m.Split, "-")), m.Digest,
 			verify.Printable(source(m)), verify.Printable(or(m.VersionID(), "-")), verify.Printable(m.Path))
 	}
@@ -81,8 +115,8 @@ func printMembersLong(w io.Writer, ms []verify.Member) error {
 
 // printMembers is pinfs ls of a snapshot in store storeURL: short digests
 // and version ids, and SOURCE only where it says more than PATH or
-// DIGEST, so that a line fits 120 columns.
-func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
+// DIGEST, so that a line fits 120 columns. It walks ms twice.
+func printMembers(w io.Writer, ms iter.Seq[*verify.Member], storeURL string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	implied := impliedSource(ms, storeURL)
 	if implied {
@@ -90,8 +124,7 @@ func printMembers(w io.Writer, ms []verify.Member, storeURL string) error {
 	} else {
 		fmt.Fprintln(tw, "SIZE\tSPLIT\tDIGEST\tSOURCE\tVERSION\tPATH")
 	}
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		version := "-"
 		if implied && m.S3 == nil {
 			version = "cas" // SOURCE, which would say so, is left out
@@ -138,10 +171,9 @@ func shorten(s string, n int) string {
 // them), so that a SOURCE column would only repeat PATH; members in a
 // content-addressed area (inCAS) do not count. It is false when no such
 // member is in S3.
-func impliedSource(ms []verify.Member, storeURL string) bool {
+func impliedSource(ms iter.Seq[*verify.Member], storeURL string) bool {
 	common := ""
-	for i := range ms {
-		m := &ms[i]
+	for m := range ms {
 		if inCAS(m, storeURL) {
 			continue
 		}
@@ -172,10 +204,28 @@ func inCAS(m *verify.Member, storeURL string) bool {
 	return ok && m.Source() == strings.TrimSuffix(storeURL, "/")+"/"+verify.CASKey(hex)
 }
 
-// under reports whether member path p is dir or lies below it.
-func under(p, dir string) bool {
-	dir = strings.TrimSuffix(dir, "/")
-	return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
+// subtree yields, in table order, the members of t whose path is dir or
+// lies below it; every member for "". A verified table is sorted by path,
+// so these are the member named dir and the run of paths from dir+"/" up
+// to dir+"0" ('0' follows '/'), both found by binary search: listing one
+// directory of ten million members reads a few dozen paths besides its own.
+func subtree(t *verify.Table, dir string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		dir = strings.TrimSuffix(dir, "/")
+		lo, hi := 0, t.Len()
+		if dir != "" {
+			at := func(p string) int { return sort.Search(t.Len(), func(i int) bool { return t.Path(i) >= p }) }
+			if i := at(dir); i < t.Len() && t.Path(i) == dir && !yield(i) {
+				return
+			}
+			lo, hi = at(dir+"/"), at(dir+"0")
+		}
+		for i := lo; i < hi; i++ {
+			if !yield(i) {
+				return
+			}
+		}
+	}
 }
 
 func or(s, alt string) string {

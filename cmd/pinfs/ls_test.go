@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"iter"
 	"strings"
 	"testing"
 	"unicode"
@@ -176,7 +177,7 @@ func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
 	ls := func(storeURL string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := printMembers(&out, ms, storeURL); err != nil {
+		if err := printMembers(&out, pointers(ms), storeURL); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -204,12 +205,55 @@ func TestLsOfADirPinInS3FitsIn120Columns(t *testing.T) {
 		}
 	}
 	var long bytes.Buffer
-	if err := printMembersLong(&long, ms); err != nil {
+	if err := printMembersLong(&long, pointers(ms)); err != nil {
 		t.Fatal(err)
 	}
 	for i, l := range strings.Split(strings.TrimSuffix(long.String(), "\n"), "\n")[1:] {
 		if f := strings.Fields(l); len(f) != 6 || f[3] != ms[i].Source() || f[4] != ms[i].S3.VersionID {
 			t.Errorf("pinfs ls --long line %q: want the key and version in full", l)
+		}
+	}
+}
+
+// TestLsSubtreeIsTheFilter: the binary-searched subtree of a PATH is
+// exactly the members the linear filter it replaced selected, for names
+// that sort between a directory and its children ("a-b", "a.c" sort
+// before "a/") and after them ("a0", "ab"), unicode, a trailing slash.
+func TestLsSubtreeIsTheFilter(t *testing.T) {
+	t.Parallel()
+	under := func(p, dir string) bool {
+		dir = strings.TrimSuffix(dir, "/")
+		return dir == "" || p == dir || strings.HasPrefix(p, dir+"/")
+	}
+	paths := []string{"a", "a-b", "a.c", "a/b", "a/b/c", "a/bé", "a/é/x", "a0", "ab", "b", "é", "é/a", "é/b/c", "éa"}
+	ms := make([]verify.Member, len(paths))
+	for i, p := range paths {
+		ms[i] = verify.Member{ID: p, Path: p}
+	}
+	tb := verify.NewTable(ms)
+	for _, dir := range []string{"", "a", "a/", "a/b", "a/b/", "a/b/c", "a-b", "é", "é/b", "c", "zz", "a/é", "0"} {
+		var got, want []string
+		for i := range subtree(tb, dir) {
+			got = append(got, tb.Path(i))
+		}
+		for _, p := range paths {
+			if under(p, dir) {
+				want = append(want, p)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("subtree %q = %q, want %q", dir, got, want)
+		}
+	}
+}
+
+// pointers yields a pointer to each of ms, as pinfs ls hands them over.
+func pointers(ms []verify.Member) iter.Seq[*verify.Member] {
+	return func(yield func(*verify.Member) bool) {
+		for i := range ms {
+			if !yield(&ms[i]) {
+				return
+			}
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -14,5 +16,15 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asPinfsEnv) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	// Commands that load a table keep it in the default cache dir: the
+	// tests' copies go to a dir of their own, not to the user's.
+	tmp, err := os.MkdirTemp("", "pinfs-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(tmp, "xdg-cache"))
+	code := m.Run()
+	os.RemoveAll(tmp)
+	os.Exit(code)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -20,7 +19,6 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/runrecord"
 	"github.com/pinfs/pinfs/cmd/internal/runs"
 	"github.com/pinfs/pinfs/store"
-	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -39,13 +37,16 @@ skips a torn last line and merges events still in this host's spool.`,
 // recordFlags are the flags every pinfs run command takes.
 type recordFlags struct {
 	record, cacheDir *string
+	meta             metaFlags // over cacheDir
 }
 
 func defineRecordFlags(fs *pflag.FlagSet) recordFlags {
-	return recordFlags{
+	f := recordFlags{
 		record:   fs.String("run-record", "", recordHelp),
-		cacheDir: fs.String("cache-dir", defaultCacheDir(), "`DIR` whose spool (undelivered events) is merged and whose verified metadata is reused"),
+		cacheDir: fs.String("cache-dir", defaultCacheDir(), "`DIR` whose spool (undelivered events) is merged and whose verified metadata (DIR/meta) is reused and kept"),
 	}
+	f.meta = metaFlags{fs: fs, dir: f.cacheDir}
+	return f
 }
 
 // source returns the record to read.
@@ -92,18 +93,18 @@ func runStore(ctx context.Context, run *runrecord.Run, storeURL string) (store.S
 }
 
 // table loads the member table of run's snapshot from its store
-// (runStore), from S3 through the cache dir's verified metadata, and
-// returns the table and the store.
+// (runStore) through the cache dir's verified metadata (metaFlags), as
+// the run's mount did, and returns the table and the store. A local store
+// goes through it too: what makes a reload cheap is the cache's index of
+// the table, not the nearness of its bytes.
 func (f recordFlags) table(ctx context.Context, run *runrecord.Run, storeURL string) (*verify.Table, store.Store, error) {
 	st, err := runStore(ctx, run, storeURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	var g verify.Getter = st
-	if *f.cacheDir != "" && strings.HasPrefix(st.String(), "s3://") {
-		// A local store is as near as the cache: copying a million-member
-		// table into it would only cost time.
-		g = metacache.New(filepath.Join(*f.cacheDir, "meta"), st)
+	g, err := f.meta.reader(ctx, st)
+	if err != nil {
+		return nil, nil, err
 	}
 	snap, err := verify.Load(ctx, g, run.Digest)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 
 var validateCmd = &command{
 	name:  "validate",
-	args:  "DIGEST --store STORE [--alias NAME] [--policy FILE] [--deep] [--json]",
+	args:  "DIGEST --store STORE [--alias NAME] [--policy FILE] [--cache-dir DIR] [--deep] [--json]",
 	short: "run the gate checks and write a validation report (VALIDATED)",
 	long: `Validate a snapshot: run the gate checks, write a validation report
 (canonical JSON, content addressed under reports/sha256/) and, when no
@@ -58,6 +58,10 @@ members, bytes, unversioned, sources with a listing, parents resolvable,
 duplicate, orphan and two-split ids, fence hits, the diff against the
 first parent and a replay hash of the (id, digest) set. A failing report is written too, for the
 audit trail, but does not make the snapshot VALIDATED.
+
+The manifests and member tables of the snapshot and its parents are read
+through the cache dir's verified metadata, as pinfs mount reads them; the
+diff against the first parent walks both tables and keeps only counts.
 
 Prints a summary and, on the last line, "report sha256:<report digest>";
 --json prints the report with its digest in "report". Exit 0 when VALIDATED, 1 when a
@@ -111,6 +115,7 @@ type validationOpts struct {
 	deep              bool
 	jobs              int
 	policy            *sign.Policy // loaded from policyFile by check
+	meta              metaFlags
 }
 
 // validationFlags adds the flags of a validation to fs.
@@ -120,6 +125,7 @@ func validationFlags(fs *pflag.FlagSet) *validationOpts {
 	fs.StringVar(&o.policyFile, "policy", "", "trust policy `FILE`: inherit digests only from parents approved under it (see docs/admission.md)")
 	fs.BoolVar(&o.deep, "deep", false, "re-read and hash every member, even those inherited from a trusted parent")
 	fs.IntVar(&o.jobs, "jobs", 16, "`N` members checked in parallel")
+	o.meta = defineMetaFlags(fs)
 	return o
 }
 
@@ -141,6 +147,10 @@ func (o *validationOpts) check() (err error) {
 // trust root). cmd names the command in what it says on stderr.
 func (o *validationOpts) inForce(ctx context.Context, st store.Store, cmd string) (*admission.Fences, admission.Options, error) {
 	opts := admission.Options{Deep: o.deep, Jobs: o.jobs}
+	var err error
+	if opts.Meta, err = o.meta.reader(ctx, st); err != nil {
+		return nil, opts, err
+	}
 	f, rec, err := gateFences(ctx, st, o.alias, cmd, os.Stderr)
 	if err != nil {
 		return nil, opts, err

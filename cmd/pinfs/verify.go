@@ -9,11 +9,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pinfs/pinfs/cmd/internal/check"
+	"github.com/pinfs/pinfs/verify"
 )
 
 var verifyCmd = &command{
 	name:  "verify",
-	args:  "DIGEST --store STORE [--deep] [--json]",
+	args:  "DIGEST --store STORE [--cache-dir DIR] [--deep] [--no-head] [--json]",
 	short: "check a manifest, its member table and every pinned version",
 	long: `Verify a snapshot in two levels.
 
@@ -32,15 +33,23 @@ enough distinct approver keys that signed this manifest together with a
 passing validation report of it (docs/admission.md). A manifest or report
 changed after signing fails the check.
 
+--no-head reads the manifest and member table through the cache dir's
+verified metadata, as pinfs mount reads them: a snapshot a mount or an
+earlier check verified there is checked from its copy and index, without
+fetching or parsing its table again. Without --no-head (and with --deep)
+verify is the check of the store's own copies: it reads both from the
+store, whose members it asks about one by one anyway.
+
 The report counts members, bytes and problems by kind and names each
 failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
 		deep := fs.Bool("deep", false, "also re-read every member and compare digests")
-		noHead := fs.Bool("no-head", false, "check manifest and member table only, without a HEAD per member")
+		noHead := fs.Bool("no-head", false, "check manifest and member table only, without a HEAD per member, from the --cache-dir's verified copies when it holds them")
 		asJSON := fs.Bool("json", false, "print the report as JSON")
 		jobs := fs.Int("jobs", 16, "`N` members checked in parallel")
 		policyFile := policyFlag(fs)
+		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
@@ -50,7 +59,13 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 			if err != nil {
 				return err
 			}
-			r, err := check.Run(ctx, st, d, check.Options{Deep: *deep, NoHead: *noHead, Jobs: *jobs})
+			var g verify.Getter // nil: the store's own copies
+			if *noHead && !*deep {
+				if g, err = meta.reader(ctx, st); err != nil {
+					return err
+				}
+			}
+			r, err := check.Run(ctx, st, d, check.Options{Deep: *deep, NoHead: *noHead, Jobs: *jobs, Meta: g})
 			if err != nil {
 				return err
 			}

@@ -142,3 +142,44 @@ func TestConcurrentFetches(t *testing.T) {
 		t.Errorf("Last after a success: %+v", s.Last())
 	}
 }
+
+// streaming is a fake that can stream: Open counts its calls.
+type streaming struct {
+	fake
+	opens int
+}
+
+func (s *streaming) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	s.opens++
+	if err := s.fail(); err != nil {
+		return nil, 0, err
+	}
+	return io.NopCloser(strings.NewReader("streamed")), 8, nil
+}
+
+// TestOpenStreams: Open streams from a store that can, watched, and reads
+// whole from one that cannot; a mount's member table must not be read
+// whole because the store is watched.
+func TestOpenStreams(t *testing.T) {
+	ctx := context.Background()
+	st := &streaming{}
+	s := New(st)
+	st.answer(unreachable)
+	if _, _, err := s.Open(ctx, "k"); err == nil || s.Last() == nil {
+		t.Fatalf("failed Open: %v, Last %v", err, s.Last())
+	}
+	st.answer(nil)
+	rc, n, err := s.Open(ctx, "k")
+	if err != nil || n != 8 || st.opens != 2 || s.Last() != nil {
+		t.Fatalf("Open = %v, %d, %v after %d opens, Last %v", rc, n, err, st.opens, s.Last())
+	}
+	b, _ := io.ReadAll(rc)
+	if string(b) != "streamed" {
+		t.Fatalf("read %q", b)
+	}
+	whole := New(&fake{})
+	rc, n, err = whole.Open(ctx, "k")
+	if err != nil || n != 4 {
+		t.Fatalf("Open of a store without Open = %v, %d, %v", rc, n, err)
+	}
+}

@@ -86,6 +86,15 @@ func (c *Cache) String() string {
 	return c.dir
 }
 
+// IndexDir is where verify.Fetch keeps the index of every member table it
+// reads through the cache (verify.Indexer): DIR/index, beside the tables.
+func (c *Cache) IndexDir() string { return filepath.Join(c.dir, "index") }
+
+// IndexLog is the cache's logger.
+func (c *Cache) IndexLog() *slog.Logger { return c.log }
+
+var _ verify.Indexer = (*Cache)(nil)
+
 // Stats returns the cache's counters.
 func (c *Cache) Stats() Stats { return Stats{WriteErrors: c.writeErrors.Load()} }
 

@@ -57,6 +57,28 @@ func (c *Cache) Open(ctx context.Context, key string) (io.ReadCloser, int64, err
 	return k, size, nil
 }
 
+// OpenNoCopy is Open without keeping a copy of a member table streamed
+// from the store: verify.Fetch uses it for a table it indexes (the index
+// holds all that the table says, in less than half its bytes, so a copy
+// of the table too would only double what a first mount writes). A local
+// copy already there is still read.
+func (c *Cache) OpenNoCopy(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	if !strings.HasPrefix(key, membersPrefix) {
+		return c.Open(ctx, key)
+	}
+	p, err := c.path(key)
+	if err != nil {
+		return nil, 0, err
+	}
+	if f, fi, err := store.OpenRegular(p, os.O_RDONLY, 0); err == nil {
+		return f, fi.Size(), nil
+	}
+	if o, ok := c.remote.(verify.Opener); ok {
+		return o.Open(ctx, key)
+	}
+	return c.openWhole(ctx, key)
+}
+
 // openWhole is Open through Get.
 func (c *Cache) openWhole(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	b, err := c.Get(ctx, key)

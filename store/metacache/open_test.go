@@ -99,3 +99,39 @@ func TestOpenWithoutStreamingRemote(t *testing.T) {
 		t.Errorf("missing table: %v", err)
 	}
 }
+
+// TestOpenNoCopyKeepsNothing: OpenNoCopy streams a table from the store
+// without keeping it, and reads a local copy when there is one.
+func TestOpenNoCopyKeepsNothing(t *testing.T) {
+	table := []byte("{\"path\":\"a\"}\n")
+	key := verify.MembersKey(verify.SHA256(table))
+	r := &streamer{remote: remote{blobs: map[string][]byte{key: table}}}
+	dir := t.TempDir()
+	c := New(dir, r)
+	read := func() []byte {
+		rc, _, err := c.OpenNoCopy(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		return b
+	}
+	for range 2 {
+		if b := read(); !bytes.Equal(b, table) {
+			t.Fatalf("read %q", b)
+		}
+	}
+	if r.opens != 2 {
+		t.Errorf("%d remote opens, want 2 (nothing kept)", r.opens)
+	}
+	if _, err := os.Stat(filepath.Join(dir, key)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a copy was kept: %v", err)
+	}
+	if b, err := readAll(t, c, key); err != nil || !bytes.Equal(b, table) { // Open keeps one
+		t.Fatal(err)
+	}
+	if b := read(); !bytes.Equal(b, table) || r.opens != 3 {
+		t.Errorf("read %q after %d opens, want the local copy", b, r.opens)
+	}
+}

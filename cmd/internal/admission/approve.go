@@ -37,7 +37,9 @@ func ValidateAndApprove(ctx context.Context, st store.Store, d verify.Digest, f 
 	if !r.OK {
 		return r, rd, "", fmt.Errorf("%s is %w: report %s has %d hard failures (%s)", d, ErrNotValidated, rd, len(r.Failures), r.Failures[0].Kind)
 	}
-	env, _, err = Approve(ctx, st, d, s, rd, o.Policy, a)
+	// The snapshot was just fetched from o's reader: fetch it from there
+	// again (its cached copy and index) rather than from the store.
+	env, _, err = approveFrom(ctx, st, o.meta(st), d, s, rd, o.Policy, a)
 	return r, rd, env, err
 }
 
@@ -53,7 +55,12 @@ func ValidateAndApprove(ctx context.Context, st store.Store, d verify.Digest, f 
 // validate, or ValidateAndApprove). It never picks a report from the
 // store, whose reports anyone who can write the store can forge.
 func Approve(ctx context.Context, st store.Blobs, d verify.Digest, s *sign.Signer, rd verify.Digest, pol *sign.Policy, a sign.Approval) (env verify.Digest, r *Report, err error) {
-	if _, err := verify.Fetch(ctx, st, d); err != nil {
+	return approveFrom(ctx, st, st, d, s, rd, pol, a)
+}
+
+// approveFrom is Approve with the manifest and member table read from g.
+func approveFrom(ctx context.Context, st store.Blobs, g verify.Getter, d verify.Digest, s *sign.Signer, rd verify.Digest, pol *sign.Policy, a sign.Approval) (env verify.Digest, r *Report, err error) {
+	if _, err := verify.Fetch(ctx, g, d); err != nil {
 		return "", nil, err
 	}
 	if rd == "" {

@@ -68,10 +68,11 @@ func parentVouched(ctx context.Context, st store.Blobs, d verify.Digest, p *sign
 // planHashing decides which members of t a validation hashes, given the
 // parents (nil where a parent did not resolve), and fills h. trust says
 // whether parent i may be inherited from; its error is the reason when
-// not. Deep hashes every member.
+// not. Deep hashes every member. t and the parents' tables are verified,
+// so sorted by path: t is walked once, in step with the parents'.
 func planHashing(ctx context.Context, t *verify.Table, parents []*verify.Checked, deep bool, trust func(i int) error, h *Hashing) ([]bool, error) {
-	inherited := map[memberIdentity]bool{}
-	paths := map[string]bool{}
+	inherited := newIdentities()
+	paths := &pathWalk{}
 	h.Parents = []verify.Digest{}
 	for i, pc := range parents {
 		if pc == nil {
@@ -85,20 +86,19 @@ func planHashing(ctx context.Context, t *verify.Table, parents []*verify.Checked
 			continue
 		}
 		h.Parents = append(h.Parents, pc.Manifest.SnapshotID)
-		for j := range pc.Table.Len() {
-			m := pc.Table.Member(j)
-			inherited[identityOf(&m)] = true
-			paths[m.Path] = true
-		}
+		inherited.add(pc.Table)
+		paths.add(pc.Table)
 	}
+	inherited.seal()
 	hash := make([]bool, t.Len())
 	for i := range t.Len() {
 		m := t.Member(i)
+		known := paths.has(m.Path) // every path, in order, to keep the walk in step
 		switch {
-		case inherited[identityOf(&m)]:
+		case inherited.has(identityOf(&m)):
 			h.Inherited++
 			hash[i] = deep
-		case paths[m.Path]:
+		case known:
 			h.Changed++
 			hash[i] = true
 		default:

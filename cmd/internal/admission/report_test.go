@@ -1,8 +1,10 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +15,8 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/jcs"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 // tamperFile replaces the bytes of the local store file under dir/key.
@@ -106,11 +110,63 @@ func TestReplayHash(t *testing.T) {
 	pairs := [][2]string{{"b", "blake3:2"}, {"a", "blake3:9"}, {"a", "blake3:1"}, {"q\"\n", "blake3:3"}}
 	want := verify.SHA256([]byte(`[["a","blake3:1"],["a","blake3:9"],["b","blake3:2"],["q\"\n","blake3:3"]]`))
 	for range 5 {
-		if got := replayHash(slices.Clone(pairs)); got != want {
+		if got := replayHash(pairTable(pairs)); got != want {
 			t.Fatalf("replayHash(%q) = %s, want %s", pairs, got, want)
 		}
 		slices.Reverse(pairs)
 		pairs[0], pairs[2] = pairs[2], pairs[0]
+	}
+}
+
+// pairTable is a table whose members have pairs' ids and digests, in
+// that order, at sorted paths of their own.
+func pairTable(pairs [][2]string) *verify.Table {
+	ms := make([]verify.Member, len(pairs))
+	for i, p := range pairs {
+		ms[i] = verify.Member{ID: p[0], Path: fmt.Sprintf("p%08d", i), Digest: p[1]}
+	}
+	return verify.NewTable(ms)
+}
+
+// replayHashOfPairs is replayHash as it was, over pairs of strings: the
+// reference the index sort must agree with.
+func replayHashOfPairs(pairs [][2]string) verify.Digest {
+	slices.SortFunc(pairs, func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	})
+	buf := []byte{'['}
+	for i, p := range pairs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(jcs.AppendString(append(jcs.AppendString(append(buf, '['), p[0]), ','), p[1]), ']')
+	}
+	return verify.SHA256(append(buf, ']'))
+}
+
+// TestReplayHashOfTableAsPairs: the replay hash of generated tables, with
+// ids that are their paths, ids in another order with repeats, and
+// repeated and malformed digests, is the one the pairs gave.
+func TestReplayHashOfTableAsPairs(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(4) {
+		ms := verifytest.Members(2000, verifytest.Kind(seed%2), seed)
+		if seed >= 2 {
+			for i := range ms {
+				ms[i].ID = fmt.Sprintf("id-%d", (i*7919)%700) // out of path order, each id about three times
+				if i%5 == 0 {
+					ms[i].Digest = ms[(i+3)%len(ms)].Digest
+				}
+			}
+			ms[7].Digest = "sha256:not-blake3"
+		}
+		pairs := make([][2]string, len(ms))
+		for i, m := range ms {
+			pairs[i] = [2]string{m.ID, m.Digest}
+		}
+		if got, want := replayHash(verify.NewTable(ms)), replayHashOfPairs(pairs); got != want {
+			t.Fatalf("seed %d: replayHash of the table %s, of its pairs %s", seed, got, want)
+		}
 	}
 }
 

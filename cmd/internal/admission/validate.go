@@ -5,6 +5,7 @@
 package admission
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -31,6 +32,19 @@ type Options struct {
 	// without hashing only from a parent APPROVED under it (TrustPolicy).
 	// Nil trusts parents with a passing report in the store (TrustStore).
 	Policy *sign.Policy
+	// Meta, when set, is what the manifest and member tables of the
+	// snapshot and of its parents are read from (a metacache.Cache over
+	// the store: its verified copies and index); reports, approvals and
+	// the members' objects are always read from the store.
+	Meta verify.Getter
+}
+
+// meta is what o reads manifests and member tables from: o.Meta, or st.
+func (o Options) meta(st store.Store) verify.Getter {
+	if o.Meta != nil {
+		return o.Meta
+	}
+	return st
 }
 
 // Validate runs the gate checks on manifest d and returns the report. f
@@ -101,7 +115,7 @@ func (v *validation) failMember(kind, id, detail string) {
 }
 
 func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o Options) error {
-	c, err := verify.Fetch(ctx, st, d)
+	c, err := verify.Fetch(ctx, o.meta(st), d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -118,7 +132,7 @@ func (v *validation) run(ctx context.Context, st store.Store, d verify.Digest, o
 		}
 	}
 	v.checkManifest(m)
-	parents, err := v.checkParents(ctx, st, c)
+	parents, err := v.checkParents(ctx, o.meta(st), c)
 	if err != nil {
 		return err
 	}
@@ -185,10 +199,8 @@ func (v *validation) scanMembers(t *verify.Table, m *verify.Manifest) {
 	if mt.DuplicateIDs > 0 {
 		splits, twice = map[string]string{}, map[string]bool{}
 	}
-	pairs := make([][2]string, t.Len())
 	for i := range t.Len() {
 		mb := t.Member(i)
-		pairs[i] = [2]string{mb.ID, mb.Digest}
 		if f := v.f; f != nil {
 			revoked, benchmark := f.Hits(&mb)
 			if revoked {
@@ -215,7 +227,7 @@ func (v *validation) scanMembers(t *verify.Table, m *verify.Manifest) {
 			}
 		}
 	}
-	mt.ReplayHash = replayHash(pairs)
+	mt.ReplayHash = replayHash(t)
 }
 
 // coverage tells whether a member lies under one of a manifest's sources.
@@ -258,22 +270,30 @@ func (c *coverage) covers(m *verify.Member) bool {
 	return m.S3.Key == k || strings.HasSuffix(m.S3.Key, "/"+k)
 }
 
-// replayHash returns the SHA-256 of the canonical JSON of pairs sorted by
-// id, then digest: [["id","blake3:…"],…]. It sorts pairs in place.
-func replayHash(pairs [][2]string) verify.Digest {
-	slices.SortFunc(pairs, func(a, b [2]string) int {
-		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+// replayHash returns the SHA-256 of the canonical JSON of the (id,
+// digest) pairs of t's members sorted by id, then digest:
+// [["id","blake3:…"],…]. It sorts member indexes (4 bytes a member)
+// rather than pairs of strings, which at ten million members would hold a
+// digest string each; a table whose ids are its paths is in id order
+// already, which the sort notices in one pass.
+func replayHash(t *verify.Table) verify.Digest {
+	idx := make([]int32, t.Len()) // a table within store.MaxTable has < 2^31 members
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(x, y int32) int {
+		return cmp.Or(strings.Compare(t.ID(int(x)), t.ID(int(y))), compareDigest(t, int(x), int(y)))
 	})
 	h := sha256.New()
 	buf := []byte{'['}
-	for i, p := range pairs {
-		if i > 0 {
+	for k, i := range idx {
+		if k > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, '[')
-		buf = jcs.AppendString(buf, p[0])
+		buf = jcs.AppendString(buf, t.ID(int(i)))
 		buf = append(buf, ',')
-		buf = jcs.AppendString(buf, p[1])
+		buf = jcs.AppendString(buf, t.Digest(int(i)))
 		buf = append(buf, ']')
 		if len(buf) >= 64<<10 {
 			h.Write(buf)
@@ -284,13 +304,25 @@ func replayHash(pairs [][2]string) verify.Digest {
 	return verify.Digest("sha256:" + hex.EncodeToString(h.Sum(nil)))
 }
 
-// checkParents fetches and verifies every parent, and diffs the snapshot
+// compareDigest orders members i and j of t by digest as strings: by
+// their BLAKE3 sums when both are well formed (the string is then
+// blake3:<the sum's lower-case hex>, which sorts as the sum's bytes).
+func compareDigest(t *verify.Table, i, j int) int {
+	x, okx := t.Sum(i)
+	y, oky := t.Sum(j)
+	if okx && oky {
+		return bytes.Compare(x[:], y[:])
+	}
+	return strings.Compare(t.Digest(i), t.Digest(j))
+}
+
+// checkParents fetches and verifies every parent from g, and diffs the snapshot
 // against the first one. It returns the parents in manifest order, nil
 // for those that do not resolve.
-func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify.Checked) ([]*verify.Checked, error) {
+func (v *validation) checkParents(ctx context.Context, g verify.Getter, c *verify.Checked) ([]*verify.Checked, error) {
 	parents := make([]*verify.Checked, len(c.Manifest.Parents))
 	for i, p := range c.Manifest.Parents {
-		pc, err := verify.Fetch(ctx, st, p)
+		pc, err := verify.Fetch(ctx, g, p)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -301,8 +333,9 @@ func (v *validation) checkParents(ctx context.Context, st store.Store, c *verify
 		parents[i] = pc
 		v.r.Metrics.ParentsResolvable++
 		if i == 0 {
-			df := lineage.Compare(p, c.Manifest.SnapshotID, pc.Table.Members(), c.Table.Members())
-			v.r.Metrics.Diff = &Diff{Parent: p, Added: len(df.Added), Removed: len(df.Removed), Changed: len(df.Changed), Moved: len(df.Moved)}
+			// Counts only: the lists would hold a Member per change.
+			df := lineage.Count(pc.Table, c.Table)
+			v.r.Metrics.Diff = &Diff{Parent: p, Added: df.Added, Removed: df.Removed, Changed: df.Changed, Moved: df.Moved}
 		}
 	}
 	return parents, nil

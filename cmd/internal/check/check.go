@@ -25,6 +25,10 @@ type Options struct {
 	// Hash, when set, names members (by table index) to re-read and
 	// re-hash even without Deep; the others get the HEAD.
 	Hash func(i int) bool
+	// Meta, when set, is what Run reads the manifest and member table
+	// from (a metacache.Cache over the store: its verified copies and
+	// index); the members' objects are always checked in the store.
+	Meta verify.Getter
 }
 
 // Report is the outcome of a check. It marshals to the JSON that
@@ -52,7 +56,11 @@ var Kinds = []string{
 // could not run at all (for example the context ended); everything that
 // is wrong with the snapshot is in the report.
 func Run(ctx context.Context, st store.Store, d verify.Digest, o Options) (*Report, error) {
-	c, err := verify.Fetch(ctx, st, d)
+	var g verify.Getter = st
+	if o.Meta != nil {
+		g = o.Meta
+	}
+	c, err := verify.Fetch(ctx, g, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

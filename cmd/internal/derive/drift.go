@@ -66,7 +66,7 @@ func (e *DriftError) what() string {
 // recorded output a. A member that moved to another path with the same
 // bytes counts as removed at its old path and added at its new one.
 func Drift(transform string, a, b *verify.Snapshot) *DriftError {
-	df := lineage.Compare(a.Digest(), b.Digest(), a.Members(), b.Members())
+	df := lineage.Compare(a.Digest(), b.Digest(), a.Table(), b.Table())
 	e := &DriftError{Transform: transform, Recorded: a.Digest(), Rerun: b.Digest()}
 	for _, c := range df.Changed {
 		e.Changed = append(e.Changed, c.Path)

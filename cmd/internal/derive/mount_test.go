@@ -63,7 +63,7 @@ cp -r "$PINFS_INPUT_raw"/. "$PINFS_OUTPUT"/`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	df := lineage.Compare(in.Digest(), out.Digest(), in.Members(), out.Members())
+	df := lineage.Compare(in.Digest(), out.Digest(), in.Table(), out.Table())
 	if n := len(df.Added) + len(df.Removed) + len(df.Changed) + len(df.Moved); n != 0 || out.Table().Len() != 3 {
 		t.Errorf("the output differs from the input it copied: %v", df.Counts)
 	}

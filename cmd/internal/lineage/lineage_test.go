@@ -39,7 +39,7 @@ func TestCompare(t *testing.T) {
 		member("x", "val", "x"),
 		member("y", "", "new"),
 	}
-	d := Compare("A", "B", a, b)
+	d := Compare("A", "B", verify.NewTable(a), verify.NewTable(b))
 	for name, got := range map[string][2]string{
 		"added":   {paths(d.Added), "new"},
 		"removed": {paths(d.Removed), "train/gone"},
@@ -53,7 +53,7 @@ func TestCompare(t *testing.T) {
 	if d.Counts["added"] != 1 || d.Counts["removed"] != 1 || d.Counts["changed"] != 1 || d.Counts["moved"] != 2 {
 		t.Errorf("counts %v", d.Counts)
 	}
-	if same := Compare("A", "A", a, a); len(same.Added)+len(same.Removed)+len(same.Changed)+len(same.Moved) != 0 {
+	if same := Compare("A", "A", verify.NewTable(a), verify.NewTable(a)); len(same.Added)+len(same.Removed)+len(same.Changed)+len(same.Moved) != 0 {
 		t.Errorf("a snapshot differs from itself: %+v", same)
 	}
 }

@@ -1,0 +1,421 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+// An index is a directory <dir>/<table hex>.v<IndexVersion> holding a file
+// per section and a header file, each 0600 in a 0700 directory owned by
+// the user. It is written into a temporary directory beside it, synced
+// and renamed into place, so that it is whole or absent.
+
+// indexName returns the name of the index of table td.
+func indexName(td Digest) string {
+	return fmt.Sprintf("%s.v%d", strings.TrimPrefix(string(td), "sha256:"), IndexVersion)
+}
+
+const headerFile = "header"
+
+// maxHeader bounds a header file: 32 bytes per 64 KiB of sections, for
+// sections of up to 1 TiB.
+const maxHeader = 1 << 29
+
+// errNoIndex is the error of an index that is not there.
+var errNoIndex = errors.New("no index")
+
+// openIndex maps the index of m's table from dir and checks its header:
+// the sections are checked chunk by chunk as they are first read.
+func openIndex(dir string, m *Manifest) (*layout, *header, error) {
+	td, _ := m.Members.Digest()
+	p := filepath.Join(dir, indexName(td))
+	dfd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return nil, nil, errNoIndex
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer unix.Close(dfd)
+	if err := ownedPrivate(dfd, unix.S_IFDIR); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", p, err)
+	}
+	hb, err := readAt(dfd, headerFile, maxHeader)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := decodeHeader(hb)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.check(m); err != nil {
+		return nil, nil, err
+	}
+	l := &layout{}
+	for s := range nsec {
+		b, err := mapAt(dfd, secFiles[s], h.lens[s])
+		if err != nil {
+			return nil, nil, err
+		}
+		l.b[s], l.sums[s] = b, h.sums[s]
+		l.done[s] = make([]atomic.Uint64, (len(h.sums[s])+63)/64)
+		if b == nil {
+			l.sums[s] = nil // nothing to check
+		}
+	}
+	if !l.need(secStrs, 0, len(l.b[secStrs])) {
+		return nil, nil, errors.New("interned strings do not match their digest")
+	}
+	var ok bool
+	if l.strs, ok = parseStrs(l.b[secStrs]); !ok || len(l.strs) > maxStrs+1 {
+		return nil, nil, errors.New("interned strings do not parse")
+	}
+	return l, h, nil
+}
+
+// ownedPrivate checks that fd is of type typ, owned by this user and not
+// open to anyone else.
+func ownedPrivate(fd int, typ uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != typ:
+		return errors.New("not a regular file or directory as expected")
+	case int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("owned by uid %d, not by this user", st.Uid)
+	case st.Mode&0o077 != 0:
+		return fmt.Errorf("mode %#o is open to other users", st.Mode&0o777)
+	}
+	return nil
+}
+
+// openFile opens name in the directory dfd for reading, refusing a
+// symbolic link, and checks it is a private regular file.
+func openFile(dfd int, name string) (*os.File, error) {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	if err := ownedPrivate(fd, unix.S_IFREG); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func readAt(dfd int, name string, limit int64) ([]byte, error) {
+	f, err := openFile(dfd, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = errors.New("too large")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// mapAt maps name, which must be n bytes long, read-only.
+func mapAt(dfd int, name string, n int64) ([]byte, error) {
+	f, err := openFile(dfd, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() != n {
+		return nil, fmt.Errorf("%s: %d bytes, header says %d", name, fi.Size(), n)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// fileSink writes the sections of a Table into a new index in dir. When a
+// write fails (a full disk) it reads back what it wrote and goes on in
+// memory, saying so once: the table is then served from memory.
+type fileSink struct {
+	dir, tmp, final string
+	log             *slog.Logger
+	f               [nsec]*os.File
+	buf             [nsec][]byte
+	written         [nsec]int64
+	hash            [nsec]chunkHasher
+	maps            [nsec][]byte
+	mem             *memSink // once writing failed
+}
+
+// sinkBuffer is how much of a section is written at once.
+const sinkBuffer = 1 << 20
+
+// newFileSink starts an index of table td in dir. need is the space the
+// index is expected to take; a dir without it gets an error, as does one
+// that cannot be written.
+func newFileSink(dir string, td Digest, need int64, log *slog.Logger) (*fileSink, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	removeStale(dir)
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && int64(st.Bavail)*int64(st.Bsize) < need {
+		return nil, fmt.Errorf("%s has %d bytes free, the index needs about %d", dir, int64(st.Bavail)*int64(st.Bsize), need)
+	}
+	tmp, err := os.MkdirTemp(dir, tmpPrefix+indexName(td)+"-")
+	if err != nil {
+		return nil, err
+	}
+	s := &fileSink{dir: dir, tmp: tmp, final: filepath.Join(dir, indexName(td)), log: log}
+	for k := range nsec {
+		f, err := os.OpenFile(filepath.Join(tmp, secFiles[k]), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			s.abort()
+			return nil, err
+		}
+		s.f[k] = f
+	}
+	return s, nil
+}
+
+const tmpPrefix = ".tmp-"
+
+// removeStale removes temporary indexes left by a process that died while
+// writing one; a live writer's is younger than staleAfter.
+func removeStale(dir string) {
+	es, _ := os.ReadDir(dir)
+	for _, e := range es {
+		if !strings.HasPrefix(e.Name(), tmpPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleAfter {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+const staleAfter = time.Hour
+
+func (s *fileSink) write(k sec, b []byte) error {
+	if s.mem != nil {
+		return s.mem.write(k, b)
+	}
+	s.hash[k].write(b)
+	s.buf[k] = append(s.buf[k], b...)
+	if len(s.buf[k]) >= sinkBuffer {
+		return s.flush(k)
+	}
+	return nil
+}
+
+// flush writes the buffer of section k and starts its writeback, so that
+// the sync at the end has little left to do.
+func (s *fileSink) flush(k sec) error {
+	if len(s.buf[k]) == 0 {
+		return nil
+	}
+	if _, err := s.f[k].Write(s.buf[k]); err != nil {
+		return s.fallBack(err)
+	}
+	unix.SyncFileRange(int(s.f[k].Fd()), s.written[k], int64(len(s.buf[k])), unix.SYNC_FILE_RANGE_WRITE)
+	s.written[k] += int64(len(s.buf[k]))
+	s.buf[k] = s.buf[k][:0]
+	return nil
+}
+
+// fallBack moves what was written into memory after a failed write.
+func (s *fileSink) fallBack(cause error) error {
+	s.log.Warn("cannot write the member table's index; serving the table from memory", "dir", s.dir, "err", cause)
+	m := &memSink{}
+	for k := range nsec {
+		b := make([]byte, s.written[k], s.written[k]+int64(len(s.buf[k])))
+		if _, err := s.f[k].ReadAt(b, 0); err != nil && s.written[k] > 0 {
+			s.abort()
+			return fmt.Errorf("reading back index section %s: %w", secFiles[k], err)
+		}
+		m.b[k] = append(b, s.buf[k]...)
+	}
+	s.abort()
+	s.mem = m
+	return nil
+}
+
+func (s *fileSink) view(k sec) ([]byte, error) {
+	if s.mem != nil {
+		return s.mem.view(k)
+	}
+	if err := s.flush(k); err != nil {
+		return nil, err
+	}
+	if s.mem != nil {
+		return s.mem.view(k)
+	}
+	return s.mapSection(k)
+}
+
+func (s *fileSink) mapSection(k sec) ([]byte, error) {
+	if s.maps[k] != nil || s.written[k] == 0 {
+		return s.maps[k], nil
+	}
+	b, err := unix.Mmap(int(s.f[k].Fd()), 0, int(s.written[k]), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", secFiles[k], err)
+	}
+	s.maps[k] = b
+	return b, nil
+}
+
+// finish writes the header and returns the layout over the mapped
+// sections; commit makes the index the one later opens find.
+func (s *fileSink) finish(h *header) (*layout, error) {
+	for k := range nsec {
+		if s.mem == nil {
+			if err := s.flush(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.mem != nil {
+		return s.mem.finish(h)
+	}
+	l := &layout{}
+	for k := range nsec {
+		h.lens[k] = s.written[k]
+		h.sums[k] = s.hash[k].finish()
+		b, err := s.mapSection(k)
+		if err != nil {
+			s.abort()
+			return nil, err
+		}
+		l.b[k] = b // written and hashed by this process: trusted as it is
+	}
+	hf, err := os.OpenFile(filepath.Join(s.tmp, headerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		_, err = hf.Write(h.encode())
+		if cerr := hf.Sync(); err == nil {
+			err = cerr
+		}
+		if cerr := hf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		s.log.Warn("cannot write the member table's index; serving the table from memory", "dir", s.dir, "err", err)
+		s.abort()
+	}
+	return l, nil
+}
+
+// commit syncs the index and renames it into place. An index that another
+// process put there first is kept, and this one removed.
+func (s *fileSink) commit() error {
+	if s.mem != nil || s.tmp == "" {
+		return nil
+	}
+	defer s.closeFiles()
+	for _, f := range s.f {
+		if err := f.Sync(); err != nil {
+			return s.failCommit(err)
+		}
+	}
+	if err := syncDir(s.tmp); err != nil {
+		return s.failCommit(err)
+	}
+	if err := os.Rename(s.tmp, s.final); err != nil {
+		os.RemoveAll(s.tmp)
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, unix.ENOTEMPTY) {
+			return nil
+		}
+		return s.failCommit(err)
+	}
+	return syncDir(s.dir)
+}
+
+func (s *fileSink) failCommit(err error) error {
+	s.abort()
+	return fmt.Errorf("keeping the index in %s: %w", s.dir, err)
+}
+
+func (s *fileSink) closeFiles() {
+	for k, f := range s.f {
+		if f != nil {
+			f.Close()
+			s.f[k] = nil
+		}
+	}
+}
+
+// abort removes the temporary index; mapped sections stay readable.
+func (s *fileSink) abort() {
+	s.closeFiles()
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+		s.tmp = ""
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// chunkHasher computes the digests of the 64 KiB chunks of a section as
+// it is written.
+type chunkHasher struct {
+	pend []byte
+	sums []b3.Sum
+}
+
+func (c *chunkHasher) write(b []byte) {
+	const size = 1 << chunkShift
+	for len(b) > 0 {
+		if len(c.pend) == 0 && len(b) >= size {
+			c.sums = append(c.sums, b3.Of(b[:size]))
+			b = b[size:]
+			continue
+		}
+		n := min(size-len(c.pend), len(b))
+		c.pend = append(c.pend, b[:n]...)
+		b = b[n:]
+		if len(c.pend) == size {
+			c.sums = append(c.sums, b3.Of(c.pend))
+			c.pend = c.pend[:0]
+		}
+	}
+}
+
+func (c *chunkHasher) finish() []b3.Sum {
+	if len(c.pend) > 0 {
+		c.sums = append(c.sums, b3.Of(c.pend))
+		c.pend = c.pend[:0]
+	}
+	return c.sums
+}
