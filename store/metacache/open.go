@@ -33,6 +33,20 @@ const membersPrefix = "members/sha256/"
 // its key; otherwise the reader fails there. Other blobs are read whole
 // through Get.
 func (c *Cache) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	return c.open(ctx, key, true)
+}
+
+// OpenNoCopy is Open without keeping a copy of a member table streamed
+// from the store: verify.Fetch uses it for a table it indexes (the index
+// holds all that the table says, in less than half its bytes, so a copy
+// of the table too would only double what a first mount writes). A local
+// copy already there is still read.
+func (c *Cache) OpenNoCopy(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	return c.open(ctx, key, false)
+}
+
+// open is Open, keeping a copy of a streamed member table when keep.
+func (c *Cache) open(ctx context.Context, key string, keep bool) (io.ReadCloser, int64, error) {
 	h, ok := strings.CutPrefix(key, membersPrefix)
 	if !ok {
 		return c.openWhole(ctx, key)
@@ -49,34 +63,12 @@ func (c *Cache) Open(ctx context.Context, key string) (io.ReadCloser, int64, err
 		return c.openWhole(ctx, key)
 	}
 	rc, size, err := o.Open(ctx, key)
-	if err != nil {
-		return nil, 0, err
+	if err != nil || !keep {
+		return rc, size, err
 	}
 	k := &keeper{c: c, key: key, path: p, want: h, rc: rc, h: sha256.New()}
 	k.start()
 	return k, size, nil
-}
-
-// OpenNoCopy is Open without keeping a copy of a member table streamed
-// from the store: verify.Fetch uses it for a table it indexes (the index
-// holds all that the table says, in less than half its bytes, so a copy
-// of the table too would only double what a first mount writes). A local
-// copy already there is still read.
-func (c *Cache) OpenNoCopy(ctx context.Context, key string) (io.ReadCloser, int64, error) {
-	if !strings.HasPrefix(key, membersPrefix) {
-		return c.Open(ctx, key)
-	}
-	p, err := c.path(key)
-	if err != nil {
-		return nil, 0, err
-	}
-	if f, fi, err := store.OpenRegular(p, os.O_RDONLY, 0); err == nil {
-		return f, fi.Size(), nil
-	}
-	if o, ok := c.remote.(verify.Opener); ok {
-		return o.Open(ctx, key)
-	}
-	return c.openWhole(ctx, key)
 }
 
 // openWhole is Open through Get.
