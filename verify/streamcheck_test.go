@@ -16,6 +16,18 @@ import (
 // conflicting paths, ids that differ from paths, and bad members.
 func TestStreamedProblemsMatchCheck(t *testing.T) {
 	t.Parallel()
+	streamedProblemsMatchCheck(t)
+}
+
+// TestStreamedProblemsMatchCheckChunked is TestStreamedProblemsMatchCheck
+// with a chunk per line, so that the problems of members of different
+// chunks are joined (a parent that is a file in the chunk before).
+func TestStreamedProblemsMatchCheckChunked(t *testing.T) {
+	defer verify.SetMinChunk(64)()
+	streamedProblemsMatchCheck(t)
+}
+
+func streamedProblemsMatchCheck(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	comps := []string{"a", "b", "a.b", "..", "", "a b", "é", "a\nb"}
 	for round := range 200 {
