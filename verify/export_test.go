@@ -15,3 +15,9 @@ func ParseTableFrom(r io.Reader) (*Table, error) {
 	t, _, err := parseTableFrom(r, io.Discard, &memSink{}, &header{})
 	return t, err
 }
+
+// ParseTableProblems is ParseTable with the member checks run as the
+// table is parsed: the problems the streamed path reports.
+func ParseTableProblems(table []byte) (*Table, []Problem, error) {
+	return parseTable(table, &memSink{}, nil)
+}

@@ -42,6 +42,15 @@ func openIndex(dir string, m *Manifest) (*layout, *header, error) {
 	td, _ := m.Members.Digest()
 	p := filepath.Join(dir, indexName(td))
 	dfd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) {
+		// Linux answers a symbolic link under O_NOFOLLOW|O_DIRECTORY
+		// with ENOTDIR, as it does a file: either sits where the index
+		// goes, and is reported so that it is removed; left, it would make
+		// every later index fail to be renamed into place.
+		if _, lerr := os.Lstat(p); lerr == nil {
+			return nil, nil, fmt.Errorf("%s: not a directory", p)
+		}
+	}
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		return nil, nil, errNoIndex
 	}

@@ -361,6 +361,13 @@ func (a *assembler) problems(t *Table) []Problem {
 	for k := range ids {
 		ids[k].p.Path, ids[k].p.ID = t.Path(ids[k].i), t.ID(ids[k].i)
 	}
+	if !a.idsArePaths {
+		// part named a path problem by its path: which ids differ from
+		// their paths is known only once every part is in.
+		for k := range a.pathProbs {
+			a.pathProbs[k].p.ID = t.ID(a.pathProbs[k].i)
+		}
+	}
 	lists := [][]indexed{a.pathProbs, ids, a.member}
 	var ps []Problem
 	for {

@@ -202,18 +202,21 @@ func (p *tableParser) worker() {
 func (p *tableParser) join() {
 	defer close(p.joined)
 	line := 1
+	// last is the last path joined, once seen is set: the empty path
+	// leaves last nil, and must still be followed by a greater one.
 	var last []byte
+	seen := false
 	for c := range p.order {
 		<-c.done
 		if p.err == nil {
 			switch {
-			case c.part.n > 0 && last != nil && !(string(last) < string(firstPath(&c.part))):
+			case c.part.n > 0 && seen && !(string(last) < string(firstPath(&c.part))):
 				p.err = fmt.Errorf("member table line %d: path %q not after %q", line, firstPath(&c.part), last)
 			case c.err != nil:
 				p.err = fmt.Errorf("member table line %d: %v", line+c.errLine-1, c.err)
 			default:
 				if c.part.n > 0 {
-					last = append(last[:0], lastPath(&c.part)...)
+					last, seen = append(last[:0], lastPath(&c.part)...), true
 				}
 				p.a.part(&c.part)
 			}
