@@ -178,6 +178,7 @@ type fileSink struct {
 	hash            [nsec]chunkHasher
 	maps            [nsec][]byte
 	mem             *memSink // once writing failed
+	lock            *os.File // the temporary directory, flocked while it is written
 }
 
 // sinkBuffer is how much of a section is written at once.
@@ -200,6 +201,10 @@ func newFileSink(dir string, td Digest, need int64, log *slog.Logger) (*fileSink
 		return nil, err
 	}
 	s := &fileSink{dir: dir, tmp: tmp, final: filepath.Join(dir, indexName(td)), log: log}
+	if s.lock, err = lockDir(tmp, false); err != nil {
+		s.abort()
+		return nil, err
+	}
 	for k := range nsec {
 		f, err := os.OpenFile(filepath.Join(tmp, secFiles[k]), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
@@ -214,20 +219,45 @@ func newFileSink(dir string, td Digest, need int64, log *slog.Logger) (*fileSink
 const tmpPrefix = ".tmp-"
 
 // removeStale removes temporary indexes left by a process that died while
-// writing one; a live writer's is younger than staleAfter.
+// writing one: a live writer holds a lock on its directory. One younger
+// than staleAfter may not be locked yet.
 func removeStale(dir string) {
 	es, _ := os.ReadDir(dir)
 	for _, e := range es {
 		if !strings.HasPrefix(e.Name(), tmpPrefix) {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleAfter {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) < staleAfter {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if l, err := lockDir(p, true); err == nil {
+			os.RemoveAll(p)
+			l.Close()
 		}
 	}
 }
 
-const staleAfter = time.Hour
+const staleAfter = time.Minute
+
+// lockDir takes an exclusive flock of directory p, failing at once when
+// another holds it and try is set. Closing the file releases it.
+func lockDir(p string, try bool) (*os.File, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	how := unix.LOCK_EX
+	if try {
+		how |= unix.LOCK_NB
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
 
 func (s *fileSink) write(k sec, b []byte) error {
 	if s.mem != nil {
@@ -370,6 +400,10 @@ func (s *fileSink) failCommit(err error) error {
 }
 
 func (s *fileSink) closeFiles() {
+	if s.lock != nil {
+		s.lock.Close()
+		s.lock = nil
+	}
 	for k, f := range s.f {
 		if f != nil {
 			f.Close()
