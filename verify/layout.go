@@ -94,42 +94,35 @@ func (l *layout) size(i int) (int64, bool) {
 
 // path returns the path of member i.
 func (l *layout) path(i int) (string, bool) {
-	off := i * walkSize
-	if !l.need(secWalk, off, walkSize) {
-		return "", false
-	}
-	w := l.b[secWalk]
-	a, b := le.Uint64(w[off+8:]), uint64(len(l.b[secNames]))
-	if off+walkSize < len(w) {
-		if !l.need(secWalk, off+walkSize, walkSize) {
-			return "", false
-		}
-		b = le.Uint64(w[off+walkSize+8:])
-	}
-	if !l.need(secNames, int(a), int(b-a)) {
-		return "", false
-	}
-	return l.str(secNames, a, b), true
+	_, p, ok := l.record(i, secWalk, walkSize, 8, secNames)
+	return p, ok
 }
 
 // open returns the open record of member i and its detail strings.
 func (l *layout) open(i int) (r []byte, details string, ok bool) {
-	off := i * openSize
-	o := l.b[secOpen]
-	if !l.need(secOpen, off, openSize) {
+	return l.record(i, secOpen, openSize, 32, secDetails)
+}
+
+// record returns record i of section s, whose records are size bytes and
+// hold at byte at the offset of their bytes in section data, and those bytes:
+// up to the next record's offset, or the end of data for the last record.
+func (l *layout) record(i int, s sec, size, at int, data sec) (r []byte, b string, ok bool) {
+	off := i * size
+	recs := l.b[s]
+	if !l.need(s, off, size) {
 		return nil, "", false
 	}
-	a, b := le.Uint64(o[off+32:]), uint64(len(l.b[secDetails]))
-	if off+openSize < len(o) {
-		if !l.need(secOpen, off+openSize, openSize) {
+	start, end := le.Uint64(recs[off+at:]), uint64(len(l.b[data]))
+	if next := off + size; next < len(recs) {
+		if !l.need(s, next, size) {
 			return nil, "", false
 		}
-		b = le.Uint64(o[off+openSize+32:])
+		end = le.Uint64(recs[next+at:])
 	}
-	if !l.need(secDetails, int(a), int(b-a)) {
+	if !l.need(data, int(start), int(end-start)) {
 		return nil, "", false
 	}
-	return o[off : off+openSize], l.str(secDetails, a, b), true
+	return recs[off : off+size], l.str(data, start, end), true
 }
 
 // int32At returns entry k of a section of int32s.
