@@ -216,3 +216,28 @@ type ObjectVersion struct {
 type Lister interface {
 	ListCurrent(ctx context.Context, bucket, prefix string) ([]ObjectVersion, error)
 }
+
+// Content names a member's bytes by what they are, for a store that reads
+// members by content through a shared cache tier (store/httpstore): the
+// tier addresses a block by the member's digest, and the origin behind it
+// finds the pinned object by the snapshot and ordinal given as a hint,
+// then checks that they name that digest. Object is the pinned identity
+// the member table gives; a store that cannot read by content reads it.
+type Content struct {
+	Object   Object
+	Digest   string // "blake3:<64 hex>"
+	Size     int64
+	Snapshot string // "sha256:<64 hex>": the manifest whose member table names the member
+	Index    int    // the member's ordinal in that table
+}
+
+// ContentReader is implemented by a store that reads member bytes by
+// content through a shared cache (a tier of HTTP caches in front of a
+// pinfs origin) rather than by object.
+type ContentReader interface {
+	// ReadContent is ReadRange for the member c: length bytes from off
+	// (< 0: to the end). fresh asks for bytes that bypass every shared
+	// cache, and that the caches replace their copy with: the reader asks
+	// so after the cached copy failed verification.
+	ReadContent(ctx context.Context, c Content, off, length int64, fresh bool) (io.ReadCloser, error)
+}

@@ -15,6 +15,10 @@ type Member struct {
 	Digest   b3.Sum
 	Size     int64
 	Object   store.Object // the exact version (or CAS blob) its bytes come from
+	// Snapshot and Index name the member for Config.Content: the digest
+	// of the manifest whose table names it and its ordinal there.
+	Snapshot string
+	Index    int
 }
 
 // Outboards returns the Bao outboard of a member (stored at pin time for
@@ -30,6 +34,12 @@ type Outboards interface {
 type Config struct {
 	Objects   store.ObjectReader
 	Outboards Outboards
+	// Content, if set, reads member bytes instead of Objects: by content,
+	// through a shared cache tier (store.ContentReader). A copy from it
+	// that fails verification is fetched once more fresh (bypassing the
+	// tier's cache, which replaces its copy) and reported as a "mismatch"
+	// From "tier".
+	Content store.ContentReader
 	// MemBytes is the memory tier's budget in bytes; <= 0 disables the tier.
 	MemBytes int64
 	// Disk is the disk tier; nil (or a Disk opened with limit 0) disables it.

@@ -22,6 +22,7 @@ const (
 const (
 	FromNetwork = "network"
 	FromDisk    = "disk"
+	FromTier    = "tier" // a shared cache tier (Config.Content)
 )
 
 // Event is an integrity or storage event on the read path. Off and Len are
@@ -31,7 +32,7 @@ type Event struct {
 	Member *Member
 	Off    int64
 	Len    int64
-	From   string // FromNetwork or FromDisk
+	From   string // FromNetwork, FromTier or FromDisk
 	Err    error
 }
 

@@ -283,7 +283,7 @@ func (r *Reader) fly(ru *run) {
 				l.outboardIn()
 			})
 		}
-		ferr = r.fetch(fctx, m.Object, off0, bufs, l.arrived)
+		ferr = r.fetch(fctx, m, off0, bufs, l.arrived, false)
 		oerr = v.wait()
 	} else {
 		oerr = v.loadOutboard(ctx)
@@ -363,7 +363,7 @@ func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source
 	}
 	r.st.fetches.Add(1)
 	b := make([]byte, n)
-	if err := r.fetch(ctx, m.Object, off, [][]byte{b}, nil); err != nil {
+	if err := r.fetch(ctx, m, off, [][]byte{b}, nil, false); err != nil {
 		return nil, 0, r.failed(ctx, m, i, err)
 	}
 	b, err := r.fromNetwork(ctx, v, i, b, v.verify(i, b), "first copy")
@@ -380,7 +380,8 @@ func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source
 // in events. A bad copy is checked once more against a reloaded outboard
 // (recheck), then fetched again alone, as the bytes may have been damaged
 // on the way. One "mismatch" event From "network" is reported once the
-// outcome is known: healed if the refetched copy verifies, and otherwise
+// outcome is known (From "tier" for a copy read through Config.Content,
+// whose refetch bypasses the tier's cache): healed if the refetched copy verifies, and otherwise
 // the failure, which the read then returns (wrapping b3.ErrMismatch); a
 // refetch that fails for a storage reason reports the mismatch and then
 // the fetch failure. As everywhere, an event that cannot be recorded fails
@@ -397,8 +398,11 @@ func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte
 	}
 	r.st.mismatches.Add(1)
 	ev := Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork}
+	if r.cfg.Content != nil {
+		ev.From = FromTier
+	}
 	b = make([]byte, n)
-	if ferr := r.fetch(ctx, m.Object, off, [][]byte{b}, nil); ferr != nil {
+	if ferr := r.fetch(ctx, m, off, [][]byte{b}, nil, true); ferr != nil {
 		ev.Err = fmt.Errorf("%s failed verification (%w), fetching the block again failed: %v", what, err, ferr)
 		if rerr := r.report(ev, nil); rerr != nil {
 			return nil, rerr

@@ -91,14 +91,16 @@ func (r *Reader) retry(ctx context.Context, remote bool, try func() (got int64, 
 	}
 }
 
-// fetch reads the bytes of obj from off on into bufs, consecutive buffers
+// fetch reads the bytes of m from off on into bufs (fresh: past the
+// tier's cache, see open), consecutive buffers
 // that the bytes fill in order, calling progress (if not nil) whenever
 // bytes arrive with the number delivered so far. A request that fails
 // after delivering some bytes is resumed from the first missing byte;
 // retries are retry's. ctx is the flight's context (the Reader's, with
 // the read deadline): a request is never canceled because one reader
 // gave up.
-func (r *Reader) fetch(ctx context.Context, obj store.Object, off int64, bufs [][]byte, progress func(have int64)) error {
+func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte, progress func(have int64), fresh bool) error {
+	obj := m.Object
 	if err := obj.Validate(); err != nil {
 		return err
 	}
@@ -109,7 +111,7 @@ func (r *Reader) fetch(ctx context.Context, obj store.Object, off int64, bufs []
 	err := r.retry(ctx, true, func() (int64, error) {
 		r.st.requests.Add(1)
 		before := d.have
-		err := r.request(ctx, obj, off, d, progress)
+		err := r.request(ctx, m, off, d, progress, fresh)
 		if err == nil && d.have < d.total {
 			err = io.ErrUnexpectedEOF
 		}
@@ -119,6 +121,17 @@ func (r *Reader) fetch(ctx context.Context, obj store.Object, off int64, bufs []
 		return fmt.Errorf("%v: %w", obj, err)
 	}
 	return nil
+}
+
+// open sends the ranged request for length bytes of m from off: by
+// content through Config.Content if set (fresh: bypassing the tier's
+// cache), else to Config.Objects at m's pinned version.
+func (r *Reader) open(ctx context.Context, m *Member, off, length int64, fresh bool) (io.ReadCloser, error) {
+	if r.cfg.Content == nil {
+		return r.cfg.Objects.ReadRange(ctx, m.Object, off, length)
+	}
+	c := store.Content{Object: m.Object, Digest: m.Digest.String(), Size: m.Size, Snapshot: m.Snapshot, Index: m.Index}
+	return r.cfg.Content.ReadContent(ctx, c, off, length, fresh)
 }
 
 // recv is the receive buffers of a fetch and how far they are filled:
@@ -143,7 +156,7 @@ func (d *recv) add(n int) {
 // (obj's bytes from off on fill d) and reads them into d. A watchdog
 // cancels the request and closes its body when StallTimeout passes
 // without a byte; the error then wraps errStalled.
-func (r *Reader) request(ctx context.Context, obj store.Object, off int64, d *recv, progress func(int64)) error {
+func (r *Reader) request(ctx context.Context, m *Member, off int64, d *recv, progress func(int64), fresh bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &watchdog{cancel: cancel}
@@ -151,7 +164,7 @@ func (r *Reader) request(ctx context.Context, obj store.Object, off int64, d *re
 	defer t.Stop()
 	defer w.close()
 
-	rc, err := r.cfg.Objects.ReadRange(ctx, obj, off+d.have, d.total-d.have)
+	rc, err := r.open(ctx, m, off+d.have, d.total-d.have, fresh)
 	if err != nil {
 		return w.explain(err, 0)
 	}

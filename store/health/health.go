@@ -110,6 +110,31 @@ func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, err
 	return rc, n, err
 }
 
+// Content returns the wrapped store's store.ContentReader, watched like
+// ReadRange, or nil if it reads no member by content: a Store has no
+// ReadContent method of its own, so that a type assertion does not find
+// one the wrapped store lacks.
+func (s *Store) Content() store.ContentReader {
+	cr, ok := s.Store.(store.ContentReader)
+	if !ok {
+		return nil
+	}
+	return watchedContent{s: s, cr: cr}
+}
+
+// watchedContent is a Store's ContentReader.
+type watchedContent struct {
+	s  *Store
+	cr store.ContentReader
+}
+
+// ReadContent is the wrapped ReadContent, watched until it returns the body.
+func (w watchedContent) ReadContent(ctx context.Context, c store.Content, off, length int64, fresh bool) (io.ReadCloser, error) {
+	rc, err := w.cr.ReadContent(ctx, c, off, length, fresh)
+	w.s.note(err)
+	return rc, err
+}
+
 // Stat is the wrapped store's Stat, watched.
 func (s *Store) Stat(ctx context.Context, obj store.Object) (store.Info, error) {
 	info, err := s.Store.Stat(ctx, obj)

@@ -16,9 +16,10 @@ import (
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
-// blockMember converts verified member i for the block reader. It is
-// made for each read rather than kept for every member of the snapshot.
-func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
+// blockMember converts verified member i of snapshot snap for the block
+// reader. It is made for each read rather than kept for every member of
+// the snapshot.
+func blockMember(snap verify.Digest, ms *verify.Table, i int) (blocks.Member, error) {
 	m := ms.Member(i)
 	d, err := b3.Parse(m.Digest)
 	if err != nil {
@@ -28,12 +29,13 @@ func blockMember(ms *verify.Table, i int) (blocks.Member, error) {
 	if err != nil {
 		return blocks.Member{}, err
 	}
-	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}, nil
+	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj, Snapshot: string(snap), Index: i}, nil
 }
 
 // files serves member i of the snapshot through the block reader and
 // records what was read for the consumed set.
 type files struct {
+	digest  verify.Digest // the snapshot's
 	blocks  *blocks.Reader
 	members *verify.Table
 	tracker *consumed.Tracker
@@ -49,7 +51,7 @@ var (
 
 func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, error) {
 	start := time.Now()
-	m, err := blockMember(f.members, i)
+	m, err := blockMember(f.digest, f.members, i)
 	if err != nil {
 		return 0, err
 	}
@@ -61,7 +63,7 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 // reader's verified cached blocks as they are.
 func (f *files) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
 	start := time.Now()
-	m, err := blockMember(f.members, i)
+	m, err := blockMember(f.digest, f.members, i)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -83,7 +83,7 @@ var _ fs.Backer = (*files)(nil)
 // that checks out (the block reader then has recorded why, if it was a
 // bad file): the open is served through ReadAt.
 func (f *files) Backing(ctx context.Context, i int) (*os.File, bool) {
-	m, err := blockMember(f.members, i)
+	m, err := blockMember(f.digest, f.members, i)
 	if err != nil {
 		return nil, false
 	}
@@ -101,7 +101,7 @@ func (f *files) Backing(ctx context.Context, i int) (*os.File, bool) {
 // opens still live, still holds the verified bytes (the block reader
 // verifies it again if it changed, and records a file that fails).
 func (f *files) Recheck(ctx context.Context, i int, bf *os.File) bool {
-	m, err := blockMember(f.members, i)
+	m, err := blockMember(f.digest, f.members, i)
 	if err != nil {
 		return false
 	}

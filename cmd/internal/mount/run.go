@@ -157,7 +157,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	defer disk.Close()
 	br, err := blocks.New(blocks.Config{
-		Objects: watched, Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
+		Objects: watched, Content: watched.Content(), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
 	})
@@ -194,7 +194,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	// pinfs run show asks for the consumed set so far, in its own attributes.
 	live := &mountstatus.Consumed{Encode: func() string { return tracker.Set().Encode() }}
-	root := fs.NewRoot(snap, &files{blocks: br, members: snap.Table(), tracker: tracker, metrics: mx, log: log},
+	root := fs.NewRoot(snap, &files{digest: c.Digest, blocks: br, members: snap.Table(), tracker: tracker, metrics: mx, log: log},
 		fs.Options{UID: c.UID, GID: c.GID, Mtime: time.Unix(0, 0), Logger: log, Status: status.JSON, Consumed: live.Attr,
 			Passthrough: ptTree})
 	server, err := fs.Mount(c.Mountpoint, root, fs.MountOptions{AllowOther: c.AllowOther, Debug: c.Debug, Name: string(c.Digest)})

@@ -26,6 +26,7 @@ const (
 const (
 	FromNetwork = "network"
 	FromDisk    = "disk"
+	FromTier    = "tier" // a shared HTTP cache tier in front of a pinfs origin
 )
 
 // Event is one line of a run record. Time, RunID, Digest, Host, PID and
@@ -69,7 +70,7 @@ type Event struct {
 	VersionID string `json:"version_id,omitempty"` // the pinned S3 version
 	Expected  string `json:"expected,omitempty"`   // the member's digest, blake3:<hex>
 	Range     *Range `json:"range,omitempty"`      // the bytes that failed
-	From      string `json:"from,omitempty"`       // FromNetwork or FromDisk
+	From      string `json:"from,omitempty"`       // FromNetwork, FromTier or FromDisk
 	Error     string `json:"error,omitempty"`
 
 	Totals *Totals `json:"totals,omitempty"` // on run_end

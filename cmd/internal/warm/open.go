@@ -46,7 +46,8 @@ func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tu
 	if err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
-	r, err := blocks.New(blocks.Config{Objects: st, Outboards: meta, Disk: disk,
+	cr, _ := st.(store.ContentReader) // a tier's: read by content
+	r, err := blocks.New(blocks.Config{Objects: st, Content: cr, Outboards: meta, Disk: disk,
 		ReadaheadMax: t.ReadaheadMax, ReadaheadBudget: t.ReadaheadBudget})
 	if err != nil {
 		disk.Close()

@@ -75,7 +75,7 @@ type item struct {
 // that the blocks are there.
 func Run(ctx context.Context, c *Cache, sel []int, o Options) (*Summary, error) {
 	start := time.Now()
-	items, err := plan(c.Snapshot.Table(), sel)
+	items, err := plan(c.Snapshot.Digest(), c.Snapshot.Table(), sel)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +109,9 @@ func Run(ctx context.Context, c *Cache, sel []int, o Options) (*Summary, error) 
 	return s, nil
 }
 
-// plan groups the members sel of t by content, largest first, so that the
-// longest loads start first.
-func plan(t *verify.Table, sel []int) ([]*item, error) {
+// plan groups the members sel of t, the table of snapshot snap, by
+// content, largest first, so that the longest loads start first.
+func plan(snap verify.Digest, t *verify.Table, sel []int) ([]*item, error) {
 	byDigest := make(map[b3.Sum]*item)
 	var items []*item
 	for _, i := range sel {
@@ -128,7 +128,8 @@ func plan(t *verify.Table, sel []int) ([]*item, error) {
 		if err != nil {
 			return nil, fmt.Errorf("member %q: %w", m.Path, err)
 		}
-		it := &item{m: blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj}, members: 1}
+		bm := blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj, Snapshot: string(snap), Index: i}
+		it := &item{m: bm, members: 1}
 		byDigest[d] = it
 		items = append(items, it)
 	}
