@@ -3,6 +3,9 @@
 //   - s3://bucket/prefix: the store's blobs and CAS members live in that
 //     bucket under prefix; members are read by version through the same
 //     S3 client, in whatever bucket they are.
+//   - http(s)://host[:port][/prefix]: a read-only store that reads
+//     content through a tier of HTTP caches in front of a pinfs origin
+//     (store/httpstore); it creates no S3 client and needs no credentials.
 //   - /dir, ./dir, dir or file:///dir: a local directory holds the blobs
 //     and CAS members. A manifest kept there may still name members in S3:
 //     those are read through an S3 client that is created on first use, so
@@ -19,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/httpstore"
 	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/store/s3store"
 )
@@ -42,6 +46,9 @@ func Open(ctx context.Context, raw string) (store.Store, error) {
 			return nil, fmt.Errorf("dial: %w", err)
 		}
 		return b, nil
+	case strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://"):
+		// A tier or an origin: no S3 client, no credentials.
+		return httpstore.New(raw)
 	case strings.HasPrefix(raw, "file:"):
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -52,7 +59,7 @@ func Open(ctx context.Context, raw string) (store.Store, error) {
 		}
 		return openLocal(u.Path)
 	case strings.Contains(raw, "://"):
-		return nil, fmt.Errorf("dial: %q: unsupported store URL (want s3://bucket/prefix, a directory or file:///dir)", raw)
+		return nil, fmt.Errorf("dial: %q: unsupported store URL (want s3://bucket/prefix, http(s)://tier, a directory or file:///dir)", raw)
 	}
 	return openLocal(raw)
 }

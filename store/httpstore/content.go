@@ -1,0 +1,219 @@
+package httpstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/tier"
+)
+
+// part is the bytes [from, to) of one block, relative to the block.
+type part struct {
+	block    tier.Block
+	from, to int64
+	whole    bool // the whole block: no Range
+	size     int64
+}
+
+// ReadContent returns length bytes (< 0: to the end) of the member c from
+// off, as GETs of the block URLs that cover them, read one after another
+// through one reader; the request of the next block starts while the
+// current one is read. A range that starts or ends inside a block asks
+// for its part with a Range header. fresh sends tier.BypassHeader with
+// every request. The first block's failure is ReadContent's error, a
+// later one the reader's; a body cut short is io.ErrUnexpectedEOF. The
+// bytes are not verified: store/blocks does that.
+func (s *Store) ReadContent(ctx context.Context, c store.Content, off, length int64, fresh bool) (io.ReadCloser, error) {
+	hx, ok := strings.CutPrefix(c.Digest, "blake3:")
+	if !ok || len(hx) != 64 {
+		return nil, fmt.Errorf("httpstore: member %q: not a blake3:<64 hex> digest", c.Digest)
+	}
+	if length < 0 {
+		length = c.Size - off
+	}
+	if off < 0 || length < 0 || off+length > c.Size {
+		return nil, fmt.Errorf("httpstore: read %s [%d, +%d): outside its %d bytes", c.Digest, off, length, c.Size)
+	}
+	parts := plan(tier.Block{Hex: hx, Snapshot: c.Snapshot, Member: c.Index}, c.Size, off, off+length)
+	if len(parts) == 0 {
+		return io.NopCloser(strings.NewReader("")), nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	body, err := s.openPart(ctx, parts[0], fresh)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	r := &blockReader{s: s, ctx: ctx, cancel: cancel, fresh: fresh, parts: parts, cur: body}
+	r.startNext()
+	return r, nil
+}
+
+// plan returns the parts of the blocks that cover [off, end) of a member
+// of size bytes.
+func plan(b tier.Block, size, off, end int64) []part {
+	var parts []part
+	for i := off / tier.BlockSize; i*tier.BlockSize < end; i++ {
+		start := i * tier.BlockSize
+		bsize := min(tier.BlockSize, size-start)
+		p := part{block: b, from: max(off, start) - start, to: min(end, start+bsize) - start, size: bsize}
+		p.block.Index = i
+		p.whole = p.from == 0 && p.to == bsize
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// openPart GETs p and checks that the answer holds exactly its bytes.
+func (s *Store) openPart(ctx context.Context, p part, fresh bool) (io.ReadCloser, error) {
+	u := s.root + p.block.Path() + "?" + p.block.Query()
+	rng := ""
+	if !p.whole {
+		rng = "bytes=" + strconv.FormatInt(p.from, 10) + "-" + strconv.FormatInt(p.to-1, 10)
+	}
+	resp, err := s.do(ctx, u, rng, fresh)
+	if err != nil {
+		return nil, err
+	}
+	n := p.to - p.from
+	bad := ""
+	switch {
+	case resp.ContentLength >= 0 && resp.ContentLength != n:
+		bad = "Content-Length " + strconv.FormatInt(resp.ContentLength, 10) + ", want " + strconv.FormatInt(n, 10)
+	case p.whole && resp.ContentLength < 0:
+		bad = "no Content-Length"
+	case !p.whole:
+		want := fmt.Sprintf("bytes %d-%d/%d", p.from, p.to-1, p.size)
+		if got := resp.Header.Get("Content-Range"); got != want {
+			bad = fmt.Sprintf("Content-Range %q, want %q", got, want)
+		}
+	}
+	if bad != "" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, store.ErrBadResponse)
+	}
+	return &exactBody{rc: resp.Body, left: n}, nil
+}
+
+// exactBody reads exactly left bytes of rc: fewer is io.ErrUnexpectedEOF.
+type exactBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *exactBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if err == io.EOF {
+		if b.left > 0 {
+			return n, io.ErrUnexpectedEOF
+		}
+		err = nil
+	}
+	if err == nil && b.left == 0 {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *exactBody) Close() error { return b.rc.Close() }
+
+// opened is the outcome of a part's request.
+type opened struct {
+	body io.ReadCloser
+	err  error
+}
+
+// blockReader reads parts one after another, with the next one's request
+// in flight. It is used by one goroutine at a time.
+type blockReader struct {
+	s      *Store
+	ctx    context.Context
+	cancel context.CancelFunc
+	fresh  bool
+	parts  []part
+	i      int           // the part cur reads
+	cur    io.ReadCloser // nil once all are read
+	next   chan opened   // part i+1's request; nil if none
+	err    error
+}
+
+// startNext starts the request of part i+1, if any.
+func (r *blockReader) startNext() {
+	r.next = nil
+	if r.i+1 >= len(r.parts) {
+		return
+	}
+	ch := make(chan opened, 1)
+	p := r.parts[r.i+1]
+	go func() {
+		body, err := r.s.openPart(r.ctx, p, r.fresh)
+		ch <- opened{body, err}
+	}()
+	r.next = ch
+}
+
+func (r *blockReader) Read(p []byte) (int, error) {
+	for {
+		if r.err != nil {
+			return 0, r.err
+		}
+		if r.cur == nil {
+			return 0, io.EOF
+		}
+		n, err := r.cur.Read(p)
+		if err == io.EOF {
+			r.cur.Close()
+			r.cur = nil
+			if r.next != nil {
+				o := <-r.next
+				r.i++
+				r.cur, r.err = o.body, o.err
+				if r.err == nil {
+					r.startNext()
+				}
+			}
+			if n > 0 {
+				return n, nil
+			}
+			continue
+		}
+		if err != nil {
+			r.err = err
+		}
+		return n, err
+	}
+}
+
+// Close ends the reader and the request in flight.
+func (r *blockReader) Close() error {
+	r.cancel()
+	if r.cur != nil {
+		r.cur.Close()
+		r.cur = nil
+	}
+	if ch := r.next; ch != nil {
+		r.next = nil
+		go func() {
+			if o := <-ch; o.body != nil {
+				o.body.Close()
+			}
+		}()
+	}
+	if r.err == nil {
+		r.err = errClosed
+	}
+	return nil
+}
+
+var errClosed = fmt.Errorf("httpstore: read of a closed reader")

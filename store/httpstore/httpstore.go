@@ -1,0 +1,230 @@
+// Package httpstore is a read-only store.Store that reads everything
+// through a tier of HTTP caches in front of a pinfs origin (pinfs serve),
+// or from the origin directly: --store http(s)://HOST[:PORT][/PREFIX],
+// whose root is the origin's root. The URLs are store/tier's.
+//
+// It asks only for content: metadata blobs that tier.Meta accepts
+// (manifests, member tables, outboards) and member blocks by digest
+// (ReadContent, store.ContentReader). Any other key (gates/, runs/,
+// versions/) is not served by a tier, and reading it fails as a missing
+// key does (store.ErrNotFound), so callers that probe optional keys
+// behave as for a store without them. Members cannot be read by object
+// (ReadRange, Stat), and nothing can be written.
+//
+// It needs and reads no credentials. Its requests go to the store URL's
+// host only: no proxy from the environment, HTTP/1.1, no compression (the
+// bytes must be the ones the tier cached). https uses the system's roots.
+//
+// # Verification
+//
+// The tier is not trusted for integrity. Get checks a manifest or member
+// table against the SHA-256 in its key and an outboard against the BLAKE3
+// digest in its key (b3.CheckOutboard); a copy that fails is fetched once
+// more with tier.BypassHeader, which makes the tier replace its copy, and
+// a second failure is an error wrapping b3.ErrMismatch. Open (streamed
+// member tables) and ReadContent do not verify: their callers do
+// (verify.Fetch, store/blocks).
+package httpstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/tier"
+	"github.com/pinfs/pinfs/verify/b3"
+)
+
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.AtMostGetter  = (*Store)(nil)
+	_ store.ContentReader = (*Store)(nil)
+)
+
+// ErrByObject is the error of ReadRange and Stat: a tier names member
+// bytes by content, not by object.
+var ErrByObject = errors.New("the HTTP store reads members by content only (through the tier), not by object")
+
+// ErrReadOnly is the error of Put and PutCAS.
+var ErrReadOnly = errors.New("read-only store: an HTTP store (a tier or an origin) cannot be written")
+
+// Store is a read-only store behind a tier (see the package doc). It is
+// safe for concurrent use.
+type Store struct {
+	raw    string
+	root   string // scheme://host[/prefix]/
+	client *http.Client
+	log    *slog.Logger
+}
+
+// New returns the store at raw, an http:// or https:// URL of the tier
+// (or the origin) with an optional path prefix. It sends no request.
+func New(raw string) (*Store, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("httpstore: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("httpstore: %q: want http:// or https://", raw)
+	case u.Host == "":
+		return nil, fmt.Errorf("httpstore: %q: no host", raw)
+	case u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return nil, fmt.Errorf("httpstore: %q: want http(s)://HOST[:PORT][/PREFIX], without user, query or fragment", raw)
+	}
+	root := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/") + "/"
+	return &Store{raw: raw, root: root, client: &http.Client{Transport: newTransport()}, log: slog.Default()}, nil
+}
+
+// newTransport is the client's transport: connections to the tier only
+// (no proxy from the environment), HTTP/1.1, no gzip, and timeouts on the
+// dial and the response header; the request's ctx bounds the rest.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+}
+
+// String returns the store URL.
+func (s *Store) String() string { return s.raw }
+
+// Get returns the verified blob at key (GetAtMost with store.MaxBlob).
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	return s.GetAtMost(ctx, key, store.MaxBlob(key))
+}
+
+// GetAtMost returns the blob at key if it holds at most max bytes, once
+// its bytes match the digest in key; a copy that does not is fetched once
+// more bypassing the tier's cache (see the package doc).
+func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, error) {
+	kind, hx, ok := tier.Meta(key)
+	if !ok {
+		return nil, notContent(key)
+	}
+	data, err := s.getBlob(ctx, key, max, false)
+	if err != nil {
+		return nil, err
+	}
+	bad := check(kind, hx, data)
+	if bad == nil {
+		return data, nil
+	}
+	s.log.Warn("a metadata blob from the tier does not match its digest; fetching it again bypassing the tier's cache",
+		"store", s.raw, "key", key, "err", bad)
+	if data, err = s.getBlob(ctx, key, max, true); err != nil {
+		return nil, err
+	}
+	if bad = check(kind, hx, data); bad != nil {
+		return nil, fmt.Errorf("httpstore: get %s: the origin's copy does not match either: %w", s.root+key, bad)
+	}
+	return data, nil
+}
+
+// getBlob GETs key, refusing more than max bytes.
+func (s *Store) getBlob(ctx context.Context, key string, max int64, fresh bool) ([]byte, error) {
+	resp, err := s.do(ctx, s.root+key, "", fresh)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.ContentLength > max {
+		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, store.TooLarge(key, max))
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, store.TooLarge(key, max))
+	}
+	return data, nil
+}
+
+// check reports whether data is the blob of kind named by hx: a
+// manifest or member table by its SHA-256, an outboard by its BLAKE3 tree.
+// Any failure wraps b3.ErrMismatch.
+func check(kind, hx string, data []byte) error {
+	if kind != "bao/blake3" {
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != hx {
+			return fmt.Errorf("%s/%s: the bytes hash to sha256:%x: %w", kind, hx, sum, b3.ErrMismatch)
+		}
+		return nil
+	}
+	d, err := b3.Parse(b3.Prefix + hx)
+	if err != nil {
+		return fmt.Errorf("%s/%s: %w: %w", kind, hx, err, b3.ErrMismatch)
+	}
+	if len(data) < 8 {
+		return fmt.Errorf("%s/%s: %d bytes, shorter than an outboard's header: %w", kind, hx, len(data), b3.ErrMismatch)
+	}
+	size := binary.LittleEndian.Uint64(data)
+	if size > 1<<62 {
+		return fmt.Errorf("%s/%s: header says %d bytes: %w", kind, hx, size, b3.ErrMismatch)
+	}
+	if err := b3.CheckOutboard(d, int64(size), data); err != nil {
+		if errors.Is(err, b3.ErrMismatch) {
+			return fmt.Errorf("%s/%s: %w", kind, hx, err)
+		}
+		return fmt.Errorf("%s/%s: %w: %w", kind, hx, err, b3.ErrMismatch)
+	}
+	return nil
+}
+
+// Open returns a reader of the blob at key and its size (-1 if the tier
+// does not say), unverified: verify.Fetch streams member tables through it
+// and checks them.
+func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	if _, _, ok := tier.Meta(key); !ok {
+		return nil, 0, notContent(key)
+	}
+	resp, err := s.do(ctx, s.root+key, "", false)
+	if err != nil {
+		return nil, 0, err
+	}
+	if max := store.MaxBlob(key); resp.ContentLength > max {
+		resp.Body.Close()
+		return nil, 0, fmt.Errorf("httpstore: open %s: %w", s.root+key, store.TooLarge(key, max))
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// ReadRange fails with ErrByObject: see ReadContent.
+func (s *Store) ReadRange(ctx context.Context, obj store.Object, off, length int64) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("httpstore: read %v: %w", obj, ErrByObject)
+}
+
+// Stat fails with ErrByObject.
+func (s *Store) Stat(ctx context.Context, obj store.Object) (store.Info, error) {
+	return store.Info{}, fmt.Errorf("httpstore: stat %v: %w", obj, ErrByObject)
+}
+
+// Put fails with ErrReadOnly.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	return fmt.Errorf("httpstore: put %s: %w", key, ErrReadOnly)
+}
+
+// PutCAS fails with ErrReadOnly.
+func (s *Store) PutCAS(ctx context.Context, digest string, r io.Reader, size int64) (store.Object, error) {
+	return store.Object{}, fmt.Errorf("httpstore: put %s: %w", digest, ErrReadOnly)
+}
