@@ -260,11 +260,12 @@ func newLogger(fs *pflag.FlagSet, w io.Writer, cmd string) (*slog.Logger, error)
 	}
 }
 
-// logLevel is the level cmd logs at without --debug: info for pinfs mount,
+// logLevel is the level cmd logs at without --debug: info for pinfs mount
+// and pinfs serve,
 // whose log is the daemon's account of what it served, and warn for the
 // others, whose result is their output.
 func logLevel(cmd string) slog.Level {
-	if cmd == "mount" {
+	if cmd == "mount" || cmd == "serve" {
 		return slog.LevelInfo
 	}
 	return slog.LevelWarn

@@ -59,7 +59,7 @@ type command struct {
 	subs []*command
 }
 
-var commands = []*command{pinCmd, listCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd, versionCmd}
+var commands = []*command{pinCmd, listCmd, verifyCmd, lsCmd, diffCmd, logCmd, mountCmd, warmCmd, serveCmd, unmountCmd, validateCmd, keyCmd, approveCmd, statusCmd, aliasCmd, resolveCmd, fenceCmd, admitCmd, runCmd, deriveCmd, versionCmd}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

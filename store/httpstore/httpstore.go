@@ -28,10 +28,7 @@ package httpstore
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +41,6 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/tier"
-	"github.com/pinfs/pinfs/verify/b3"
 )
 
 var (
@@ -126,7 +122,7 @@ func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	bad := check(kind, hx, data)
+	bad := tier.Check(kind, hx, data)
 	if bad == nil {
 		return data, nil
 	}
@@ -135,7 +131,7 @@ func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, e
 	if data, err = s.getBlob(ctx, key, max, true); err != nil {
 		return nil, err
 	}
-	if bad = check(kind, hx, data); bad != nil {
+	if bad = tier.Check(kind, hx, data); bad != nil {
 		return nil, fmt.Errorf("httpstore: get %s: the origin's copy does not match either: %w", s.root+key, bad)
 	}
 	return data, nil
@@ -159,36 +155,6 @@ func (s *Store) getBlob(ctx context.Context, key string, max int64, fresh bool) 
 		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, store.TooLarge(key, max))
 	}
 	return data, nil
-}
-
-// check reports whether data is the blob of kind named by hx: a
-// manifest or member table by its SHA-256, an outboard by its BLAKE3 tree.
-// Any failure wraps b3.ErrMismatch.
-func check(kind, hx string, data []byte) error {
-	if kind != "bao/blake3" {
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != hx {
-			return fmt.Errorf("%s/%s: the bytes hash to sha256:%x: %w", kind, hx, sum, b3.ErrMismatch)
-		}
-		return nil
-	}
-	d, err := b3.Parse(b3.Prefix + hx)
-	if err != nil {
-		return fmt.Errorf("%s/%s: %w: %w", kind, hx, err, b3.ErrMismatch)
-	}
-	if len(data) < 8 {
-		return fmt.Errorf("%s/%s: %d bytes, shorter than an outboard's header: %w", kind, hx, len(data), b3.ErrMismatch)
-	}
-	size := binary.LittleEndian.Uint64(data)
-	if size > 1<<62 {
-		return fmt.Errorf("%s/%s: header says %d bytes: %w", kind, hx, size, b3.ErrMismatch)
-	}
-	if err := b3.CheckOutboard(d, int64(size), data); err != nil {
-		if errors.Is(err, b3.ErrMismatch) {
-			return fmt.Errorf("%s/%s: %w", kind, hx, err)
-		}
-		return fmt.Errorf("%s/%s: %w: %w", kind, hx, err, b3.ErrMismatch)
-	}
-	return nil
 }
 
 // Open returns a reader of the blob at key and its size (-1 if the tier

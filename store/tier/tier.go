@@ -1,7 +1,7 @@
 // Package tier is the protocol between a pinfs origin (pinfs serve) and
 // the readers behind a tier of HTTP caches (store/httpstore): which URLs
 // name which immutable bytes, and the headers both sides agree on. It
-// does no I/O.
+// does no I/O; Check verifies a metadata blob against its name.
 //
 // Every URL is relative to a root (the origin's root, or the tier's
 // prefix in front of it) and names bytes that never change:

@@ -1,0 +1,99 @@
+package origin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/metacache"
+)
+
+// Options are those of Run.
+type Options struct {
+	Store    store.Store
+	Listen   string // HOST:PORT
+	CacheDir string // metadata cache (and member table indexes) in CacheDir/meta
+	// CacheMem is the block reader's memory tier (default 512 MiB).
+	CacheMem    int64
+	MaxRequests int
+	ReadTimeout time.Duration
+	Log         *slog.Logger
+	// Ready, if set, is told the address once the origin listens.
+	Ready func(addr string)
+	Out   io.Writer // the "serving" line; nil: none
+}
+
+// shutdownWait bounds how long Run waits for requests in flight once ctx ends.
+const shutdownWait = 10 * time.Second
+
+// Run serves o.Store at o.Listen until ctx ends, then stops accepting,
+// lets the requests in flight finish (at most shutdownWait) and closes
+// the block reader.
+func Run(ctx context.Context, o Options) error {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.CacheMem <= 0 {
+		o.CacheMem = 512 << 20
+	}
+	meta := metacache.New(filepath.Join(o.CacheDir, "meta"), o.Store, metacache.WithLogger(o.Log))
+	br, err := blocks.New(blocks.Config{Objects: o.Store, Outboards: meta, MemBytes: o.CacheMem,
+		ReadTimeout: o.ReadTimeout, ReadaheadMax: -1, Reporter: logReporter{o.Log}})
+	if err != nil {
+		return err
+	}
+	defer br.Close()
+	h := New(Config{Store: o.Store, Meta: meta, Blocks: br, MaxRequests: o.MaxRequests, Log: o.Log})
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Requests run on a context of their own: the signal that ends
+		// Run lets them finish (Shutdown) rather than cancel them.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:    slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn),
+	}
+	o.Log.Info("serving", "store", o.Store.String(), "addr", ln.Addr().String())
+	if o.Out != nil {
+		fmt.Fprintf(o.Out, "serving %s at %s\n", o.Store, ln.Addr())
+	}
+	if o.Ready != nil {
+		o.Ready(ln.Addr().String())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		return fmt.Errorf("serve: requests still running after %v: cut", shutdownWait)
+	}
+	return err
+}
+
+// logReporter logs the block reader's events: the origin has no run
+// record, and the request that met the event fails with it.
+type logReporter struct{ log *slog.Logger }
+
+func (l logReporter) Report(_ context.Context, ev blocks.Event) error {
+	l.log.Error("origin: read path", "event", ev.Kind, "path", ev.Member.Path, "object", ev.Member.Object.String(),
+		"off", ev.Off, "err", ev.Err)
+	return nil
+}
