@@ -48,4 +48,3 @@ func Check(kind, hx string, data []byte) error {
 	}
 	return nil
 }
-
