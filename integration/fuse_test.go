@@ -29,6 +29,12 @@ type daemon struct {
 // stopped and the mount removed in t.Cleanup, also when the test fails.
 func startMount(t testing.TB, env []string, dir string, args ...string) *daemon {
 	t.Helper()
+	return startMountEnv(t, append(os.Environ(), env...), dir, args...)
+}
+
+// startMountEnv is startMount with env the whole environment of the daemon.
+func startMountEnv(t testing.TB, env []string, dir string, args ...string) *daemon {
+	t.Helper()
 	fusetest.Require(t)
 	log := filepath.Join(t.TempDir(), "mount.log")
 	lf, err := os.Create(log)
@@ -36,7 +42,7 @@ func startMount(t testing.TB, env []string, dir string, args ...string) *daemon 
 		t.Fatal(err)
 	}
 	cmd := exec.Command(pinfsBin, append([]string{"mount"}, append(args, "--foreground")...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
