@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -16,16 +17,17 @@ import (
 // kinds maps "apiVersion kind" to a new value of its API type. A manifest of
 // any other kind fails: add its type here when pinfs ships one.
 var kinds = map[string]func() any{
-	"batch/v1 Job":        func() any { return new(batchv1.Job) },
-	"batch/v1 CronJob":    func() any { return new(batchv1.CronJob) },
-	"v1 Pod":              func() any { return new(corev1.Pod) },
-	"v1 ConfigMap":        func() any { return new(corev1.ConfigMap) },
-	"v1 Secret":           func() any { return new(corev1.Secret) },
-	"v1 ServiceAccount":   func() any { return new(corev1.ServiceAccount) },
-	"v1 Service":          func() any { return new(corev1.Service) },
-	"apps/v1 DaemonSet":   func() any { return new(appsv1.DaemonSet) },
-	"apps/v1 Deployment":  func() any { return new(appsv1.Deployment) },
-	"apps/v1 StatefulSet": func() any { return new(appsv1.StatefulSet) },
+	"batch/v1 Job":                       func() any { return new(batchv1.Job) },
+	"batch/v1 CronJob":                   func() any { return new(batchv1.CronJob) },
+	"v1 Pod":                             func() any { return new(corev1.Pod) },
+	"v1 ConfigMap":                       func() any { return new(corev1.ConfigMap) },
+	"v1 Secret":                          func() any { return new(corev1.Secret) },
+	"v1 ServiceAccount":                  func() any { return new(corev1.ServiceAccount) },
+	"v1 Service":                         func() any { return new(corev1.Service) },
+	"apps/v1 DaemonSet":                  func() any { return new(appsv1.DaemonSet) },
+	"apps/v1 Deployment":                 func() any { return new(appsv1.Deployment) },
+	"apps/v1 StatefulSet":                func() any { return new(appsv1.StatefulSet) },
+	"networking.k8s.io/v1 NetworkPolicy": func() any { return new(networkingv1.NetworkPolicy) },
 }
 
 // document is one decoded manifest: its place in a file and its typed value
