@@ -33,7 +33,7 @@ Prometheus metrics: GET /-/metrics.`,
 		cacheMem := byteSize(512 << 20)
 		fs.Var(&cacheMem, "cache-mem", "memory block cache `SIZE`")
 		maxReq := fs.Int("max-requests", 64, "`N` requests answered at once; more get 503 with Retry-After")
-		readTimeout := fs.Duration("read-timeout", 60*time.Second, "bound on loading one block from the store, retries included")
+		readTimeout := fs.Duration("read-timeout", 60*time.Second, "`DURATION` that loading one block from the store may take, retries included")
 		return func(ctx context.Context, args []string) error {
 			if len(args) > 0 {
 				return usagef("want no arguments, got %q", args)

@@ -59,6 +59,7 @@ func usageCases(t *testing.T, dir string) map[string]usageCase {
 		"log":          snap(1),
 		"mount":        {args: []string{d, mnt}, flags: cache, store: true, digestAt: []int{0}},
 		"warm":         with(snap(1), func(c *usageCase) { c.maxArgs, c.flags = -1, cache }),
+		"serve":        {flags: append(append([]string{}, cache...), "--listen", "127.0.0.1:99999"), store: true, bad: [][]string{{"--listen", "127.0.0.1:99999", "--max-requests", "0"}}},
 		"unmount":      {args: []string{mnt}},
 		"validate":     snap(1),
 		"key generate": {args: []string{filepath.Join(dir, "alice")}},
