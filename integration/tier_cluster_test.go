@@ -119,6 +119,8 @@ func TestTierRefusals(t *testing.T) {
 	if resp.StatusCode != 405 {
 		t.Errorf("POST: %d, want 405", resp.StatusCode)
 	}
+	wantExit(t, nil, 2, []string{"--no-head"}, "verify", f.digest, "--store", f.tierURL)
+	wantExit(t, nil, 0, []string{"OK"}, "verify", f.digest, "--store", f.tierURL, "--no-head", "--cache-dir", "")
 	r := pinfs(t, nil, "mount", "sha256:"+unknown, t.TempDir(), "--store", f.tierURL, "--cache-dir", t.TempDir())
 	if r.code != 1 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, unknown) {
 		t.Fatalf("mount of an unknown digest through the tier: want exit 1 and one line naming it, got %v", r)

@@ -28,6 +28,12 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 	return dial.Open(ctx, url)
 }
 
+// contentOnly reports whether url names an HTTP store (a cache tier or a
+// pinfs origin), which reads members by content and has no objects to HEAD.
+func contentOnly(url string) bool {
+	return strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")
+}
+
 // needStore is the usage error of a command run without --store (and
 // without $PINFS_STORE), for a command that must say so before it opens
 // the store (pinfs mount, before its daemon starts).

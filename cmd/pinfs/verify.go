@@ -51,6 +51,9 @@ failing member and why. Exit 0 when everything holds, 1 when a check fails.`,
 		policyFile := policyFlag(fs)
 		meta := defineMetaFlags(fs)
 		return func(ctx context.Context, args []string) error {
+			if contentOnly(*storeURL) && (!*noHead || *deep) {
+				return usagef("--store %s reads content through a cache tier, not the store's objects: pass --no-head (the manifest and member table, verified), or verify against the store itself", *storeURL)
+			}
 			d, st, err := snapshotArg(ctx, args, *storeURL, "exactly one DIGEST", 0)
 			if err != nil {
 				return err
