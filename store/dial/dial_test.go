@@ -82,7 +82,7 @@ func TestOpenParses(t *testing.T) {
 	if s, err := Open(ctx, "rel/store"); err != nil || s.String() != filepath.Join(dir, "rel", "store") {
 		t.Errorf("Open(relative) = %v, %v", s, err)
 	}
-	for _, raw := range []string{"", "s3://", "s3:///prefix", "gs://b/p", "http://host/x", "file://host/x", "file:rel"} {
+	for _, raw := range []string{"", "s3://", "s3:///prefix", "gs://b/p", "ftp://host/x", "file://host/x", "file:rel"} {
 		if _, err := Open(ctx, raw); err == nil {
 			t.Errorf("Open(%q): want error", raw)
 		}

@@ -3,8 +3,6 @@ package httpstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -17,17 +15,17 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/tier"
 	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
 // fakeTier serves member (as blocks of digest hx) and one manifest; it
 // flips a manifest byte unless bypassed when flip is set.
-func fakeTier(t *testing.T, member, manifest []byte, flip bool, seen *[]string) *Store {
+func fakeTier(t *testing.T, member, manifest []byte, manifestKey string, flip bool, seen *[]string) *Store {
 	t.Helper()
-	sum := sha256.Sum256(manifest)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*seen = append(*seen, r.URL.Path+" bypass="+r.Header.Get(tier.BypassHeader))
 		p := strings.TrimPrefix(r.URL.Path, "/")
-		if p == "manifests/sha256/"+hex.EncodeToString(sum[:]) {
+		if p == manifestKey {
 			b := bytes.Clone(manifest)
 			if flip && r.Header.Get(tier.BypassHeader) != "1" {
 				b[0] ^= 1
@@ -58,7 +56,7 @@ func TestReadContentRanges(t *testing.T) {
 		member[i] = byte(i * 7)
 	}
 	var seen []string
-	s := fakeTier(t, member, []byte("m"), false, &seen)
+	s := fakeTier(t, member, []byte("m"), "manifests/sha256/"+strings.Repeat("c", 64), false, &seen)
 	c := store.Content{Digest: "blake3:" + strings.Repeat("a", 64), Size: int64(len(member)), Snapshot: "sha256:" + strings.Repeat("b", 64)}
 	for _, r := range [][2]int64{{5, 3*tier.BlockSize + 10}, {0, tier.BlockSize}, {tier.BlockSize - 1, 2}, {0, -1}} {
 		rc, err := s.ReadContent(context.Background(), c, r[0], r[1], true)
@@ -83,11 +81,10 @@ func TestReadContentRanges(t *testing.T) {
 }
 
 func TestGetHealsAndKeys(t *testing.T) {
-	manifest := []byte("a manifest")
-	sum := sha256.Sum256(manifest)
-	key := "manifests/sha256/" + hex.EncodeToString(sum[:])
+	d, manifest, _ := verifytest.Table(3, verifytest.S3, 1)
+	key := "manifests/sha256/" + d.Hex()
 	var seen []string
-	s := fakeTier(t, nil, manifest, true, &seen)
+	s := fakeTier(t, nil, manifest, key, true, &seen)
 	got, err := s.Get(context.Background(), key)
 	if err != nil || !bytes.Equal(got, manifest) || len(seen) != 2 {
 		t.Fatalf("Get = %q, %v after %v; want the manifest after one bypassing retry", got, err, seen)
