@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ import (
 // a real nginx run from the shipped deploy/nginx/pinfs-tier.conf.
 type tierFixture struct {
 	src, digest     string
+	store           string // the origin's store (a directory)
+	stopTier        func() // kills nginx
 	origin, tierURL string // http://127.0.0.1:PORT
 	nginxCache      string
 }
@@ -48,6 +51,7 @@ func newTierFixture(t *testing.T) *tierFixture {
 		os.WriteFile(filepath.Join(f.src, "small", strconv.Itoa(i)), b, 0o644)
 	}
 	st := t.TempDir()
+	f.store = st
 	f.digest = mustPinfs(t, nil, "pin", f.src, "--store", st).lastLine()
 
 	oaddr := freeAddr(t)
@@ -87,9 +91,10 @@ func newTierFixture(t *testing.T) *tierFixture {
 	if err := ng.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var stop sync.Once
+	f.stopTier = func() { stop.Do(func() { ng.Process.Kill(); ng.Wait() }) }
 	t.Cleanup(func() {
-		ng.Process.Kill()
-		ng.Wait()
+		f.stopTier()
 		if t.Failed() {
 			t.Logf("nginx:\n%s", nlog.String())
 		}
@@ -141,10 +146,10 @@ func noAWS() []string {
 
 // mountTier mounts the fixture through the tier with a fresh cache dir,
 // without credentials, and returns the mountpoint and the run record.
-func (f *tierFixture) mountTier(t *testing.T) (string, string) {
+// Further flags go to the mount.
+func (f *tierFixture) mountTier(t *testing.T, flags ...string) (string, string) {
 	dir, cache := t.TempDir(), t.TempDir()
-	d := startMountEnv(t, noAWS(), dir, f.digest, dir, "--store", f.tierURL, "--cache-dir", cache)
-	_ = d
+	startMountEnv(t, noAWS(), dir, append([]string{f.digest, dir, "--store", f.tierURL, "--cache-dir", cache}, flags...)...)
 	return dir, filepath.Join(cache, "runs.jsonl")
 }
 

@@ -35,6 +35,11 @@ var (
 	// ErrThrottled: the backend asked the client to slow down (S3 503
 	// SlowDown, 429 and the like); callers back off before they ask again.
 	ErrThrottled = errors.New("throttled: the store asks to slow down")
+	// ErrStalled: a response delivered no bytes for too long and was cut
+	// off (store/blocks's stall timeout); it is also the cause
+	// (context.Cause) of the request's context then, so that a store can
+	// tell a stalled request from one its caller gave up on.
+	ErrStalled = errors.New("no bytes received within the stall timeout")
 	// ErrBadResponse: the backend answered with other bytes than asked for
 	// (a ranged read answered without the asked Content-Range, as by a
 	// server or proxy that ignores Range). Asking again would get the same.

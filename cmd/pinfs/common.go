@@ -15,6 +15,7 @@ import (
 	"github.com/pinfs/pinfs/cmd/internal/admission"
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/dial"
+	"github.com/pinfs/pinfs/store/fallback"
 	"github.com/pinfs/pinfs/store/gate"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/sign"
@@ -26,6 +27,47 @@ func openStore(ctx context.Context, url string) (store.Store, error) {
 		return nil, err
 	}
 	return dial.Open(ctx, url)
+}
+
+// fallbackFlag is --fallback-store of pinfs mount and warm.
+func fallbackFlag(fs *pflag.FlagSet) *string {
+	return fs.String("fallback-store", "", "`STORE` (s3://bucket/prefix, as the origin's) to read from while the --store tier (http(s)://) does not answer; it needs that store's credentials. Without it a tier that is down fails reads as a store that is down does")
+}
+
+// checkFallback is the usage error of a --fallback-store without an HTTP
+// --store: only a tier has a fallback.
+func checkFallback(storeURL, fallbackURL string) error {
+	switch {
+	case fallbackURL == "":
+		return nil
+	case !contentOnly(storeURL):
+		return usagef("--fallback-store %s: only an http(s):// --store (a cache tier) has a fallback; --store is %q", fallbackURL, storeURL)
+	case fallbackURL == storeURL:
+		return usagef("--fallback-store %s: the same store as --store", fallbackURL)
+	}
+	return nil
+}
+
+// openReadStore opens the --store URL and, with a --fallback-store
+// fallbackURL, wraps it so that reads go to the fallback while the tier
+// does not answer (store/fallback).
+func openReadStore(ctx context.Context, storeURL, fallbackURL string) (store.Store, error) {
+	if err := checkFallback(storeURL, fallbackURL); err != nil {
+		return nil, err
+	}
+	st, err := openStore(ctx, storeURL)
+	if err != nil || fallbackURL == "" {
+		return st, err
+	}
+	fb, err := dial.Open(ctx, fallbackURL)
+	if err != nil {
+		return nil, fmt.Errorf("--fallback-store: %w", err)
+	}
+	primary, ok := st.(fallback.Primary)
+	if !ok {
+		return nil, fmt.Errorf("--store %s reads no member by content: it cannot have a fallback", storeURL)
+	}
+	return fallback.New(primary, fb, logFrom(ctx)), nil
 }
 
 // contentOnly reports whether url names an HTTP store (a cache tier or a

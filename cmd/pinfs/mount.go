@@ -59,6 +59,7 @@ with --cache-disk 0 or --passthrough=false every read goes through pinfs
 as before, and the log says why (docs/mount.md, Passthrough).`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
+		fallbackURL := fallbackFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
 		cacheMem := byteSize(256 << 20)
 		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables)")
@@ -91,6 +92,9 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 			// Before the daemon starts: its usage error would come back
 			// as a failure to mount (exit 1).
 			if err := needStore(*storeURL); err != nil {
+				return err
+			}
+			if err := checkFallback(*storeURL, *fallbackURL); err != nil {
 				return err
 			}
 			if *flushInterval <= 0 {
@@ -126,7 +130,7 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 			if !*foreground {
 				return background(out, *cacheDir, mnt)
 			}
-			st, err := openStore(ctx, *storeURL)
+			st, err := openReadStore(ctx, *storeURL, *fallbackURL)
 			if err != nil {
 				mount.Notify("", err)
 				return err

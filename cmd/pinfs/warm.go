@@ -37,6 +37,7 @@ that does not match its digest, a pinned version that is gone, a store
 failure): as pinfs verify reports it. Nothing unverified is cached.`,
 	setup: func(fs *pflag.FlagSet, out io.Writer) func(context.Context, []string) error {
 		storeURL := storeFlag(fs)
+		fallbackURL := fallbackFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "the mount's cache `DIR`: blocks go to DIR/blocks, verified metadata to DIR/meta")
 		split := fs.String("split", "", "warm only the members of this `SPLIT` (train, val, ...: the split pin recorded)")
 		jobs := fs.Int("jobs", warm.DefaultJobs, "`N` members fetched in parallel")
@@ -63,7 +64,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			if *cacheDir == "" {
 				return errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
 			}
-			st, err := openStore(ctx, *storeURL)
+			st, err := openReadStore(ctx, *storeURL, *fallbackURL)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ import (
 )
 
 // errStalled reports a request cut off after StallTimeout without a byte.
-var errStalled = errors.New("no bytes received within the stall timeout")
+var errStalled = store.ErrStalled
 
 // permanent reports whether err cannot be cured by asking again.
 func permanent(err error) bool {
@@ -155,11 +155,13 @@ func (d *recv) add(n int) {
 // request makes one ranged read of the bytes of obj that d still lacks
 // (obj's bytes from off on fill d) and reads them into d. A watchdog
 // cancels the request and closes its body when StallTimeout passes
-// without a byte; the error then wraps errStalled.
+// without a byte; the error then wraps errStalled, which is also the
+// cause of the request's context (so a store can tell a stall from a
+// reader that gave up: store/fallback).
 func (r *Reader) request(ctx context.Context, m *Member, off int64, d *recv, progress func(int64), fresh bool) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w := &watchdog{cancel: cancel}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := &watchdog{cancel: func() { cancel(errStalled) }}
 	t := time.AfterFunc(r.cfg.StallTimeout, w.fire)
 	defer t.Stop()
 	defer w.close()
