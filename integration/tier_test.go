@@ -5,24 +5,20 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/pinfs/pinfs/integration/repo"
+	"github.com/pinfs/pinfs/integration/tiertest"
 )
 
 // tierFixture is a snapshot in a local store served by pinfs serve behind
-// a real nginx run from the shipped deploy/nginx/pinfs-tier.conf.
+// a real nginx run from the shipped deploy/nginx/pinfs-tier.conf
+// (integration/nginxtest).
 type tierFixture struct {
 	src, digest     string
 	store           string // the origin's store (a directory)
@@ -33,13 +29,6 @@ type tierFixture struct {
 
 func newTierFixture(t *testing.T) *tierFixture {
 	t.Helper()
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("nginx not installed (apt-get install nginx-light)")
-		}
-		t.Skip("nginx not installed (apt-get install nginx-light)")
-	}
 	f := &tierFixture{src: t.TempDir()}
 	big := make([]byte, 5<<20+12345)
 	rand.Read(big)
@@ -54,81 +43,12 @@ func newTierFixture(t *testing.T) *tierFixture {
 	f.store = st
 	f.digest = mustPinfs(t, nil, "pin", f.src, "--store", st).lastLine()
 
-	oaddr := freeAddr(t)
+	oaddr, _ := tiertest.Origin(t, pinfsBin, nil, "--store", st, "--cache-dir", t.TempDir())
 	f.origin = "http://" + oaddr
-	srv := exec.Command(pinfsBin, "serve", "--store", st, "--listen", oaddr, "--cache-dir", t.TempDir())
-	srv.Stdout, srv.Stderr = io.Discard, io.Discard
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
-	waitHTTP(t, f.origin+"/-/ready")
-
-	conf, err := os.ReadFile(filepath.Join(repo.MustRoot(t), "deploy/nginx/pinfs-tier.conf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	f.nginxCache = filepath.Join(dir, "cache")
-	taddr := freeAddr(t)
-	f.tierURL = "http://" + taddr
-	c := string(conf)
-	for from, to := range map[string]string{"listen 8080;": "listen " + taddr + ";",
-		"server pinfs-origin:8081;": "server " + oaddr + ";", "/var/cache/pinfs-tier": f.nginxCache} {
-		if !strings.Contains(c, from) {
-			t.Fatalf("deploy/nginx/pinfs-tier.conf lacks %q", from)
-		}
-		c = strings.ReplaceAll(c, from, to)
-	}
-	cp := filepath.Join(dir, "nginx.conf")
-	os.WriteFile(cp, []byte(c), 0o644)
-	ng := exec.Command(nginx, "-e", filepath.Join(dir, "error.log"), "-c", cp, "-g",
-		"daemon off; master_process off; pid "+filepath.Join(dir, "pid")+"; user root;")
-	var nlog bytes.Buffer
-	ng.Stdout, ng.Stderr = &nlog, &nlog
-	ng.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := ng.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var stop sync.Once
-	f.stopTier = func() { stop.Do(func() { ng.Process.Kill(); ng.Wait() }) }
-	t.Cleanup(func() {
-		f.stopTier()
-		if t.Failed() {
-			t.Logf("nginx:\n%s", nlog.String())
-		}
-	})
-	waitHTTP(t, f.tierURL+"/manifests/sha256/"+strings.TrimPrefix(f.digest, "sha256:"))
+	tr := tiertest.Nginx(t, oaddr)
+	f.tierURL, f.nginxCache, f.stopTier = tr.URL, tr.Cache, tr.Stop
+	tiertest.WaitHTTP(t, f.tierURL+"/manifests/sha256/"+strings.TrimPrefix(f.digest, "sha256:"))
 	return f
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// waitHTTP waits (at most 10 s) for url to answer 200.
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no 200 within 10 s: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // noAWS is the environment of a mount through the tier: no credentials,
