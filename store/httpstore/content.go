@@ -20,13 +20,17 @@ type part struct {
 }
 
 // ReadContent returns length bytes (< 0: to the end) of the member c from
-// off, as GETs of the block URLs that cover them, read one after another
-// through one reader; the request of the next block starts while the
-// current one is read. A range that starts or ends inside a block asks
-// for its part with a Range header. fresh sends tier.BypassHeader with
-// every request. The first block's failure is ReadContent's error, a
-// later one the reader's; a body cut short is io.ErrUnexpectedEOF. The
-// bytes are not verified: store/blocks does that.
+// off, as GETs of the block URLs that cover them, read in order through
+// one reader. Up to Ahead blocks are requested at once: a cold tier asks
+// the origin for them in parallel, so a range of many blocks takes about
+// one block's round trip through the tier, the origin and its store, not
+// one per block. Their bodies wait in the connections (the tier reads its
+// upstream into its cache regardless), not in memory here. A range that
+// starts or ends inside a block asks for its part with a Range header.
+// fresh sends tier.BypassHeader with every request. The first block's
+// failure is ReadContent's error, a later one the reader's; a body cut
+// short is io.ErrUnexpectedEOF. The bytes are not verified: store/blocks
+// does that.
 func (s *Store) ReadContent(ctx context.Context, c store.Content, off, length int64, fresh bool) (io.ReadCloser, error) {
 	hx, ok := strings.CutPrefix(c.Digest, "blake3:")
 	if !ok || len(hx) != 64 {
@@ -48,10 +52,14 @@ func (s *Store) ReadContent(ctx context.Context, c store.Content, off, length in
 		cancel()
 		return nil, err
 	}
-	r := &blockReader{s: s, ctx: ctx, cancel: cancel, fresh: fresh, parts: parts, cur: body}
-	r.startNext()
+	r := &blockReader{s: s, ctx: ctx, cancel: cancel, fresh: fresh, parts: parts, cur: body, started: 1}
+	r.fill()
 	return r, nil
 }
+
+// Ahead is how many blocks one ReadContent has requested at most at once,
+// the one being read included.
+const Ahead = 8
 
 // plan returns the parts of the blocks that cover [off, end) of a member
 // of size bytes.
@@ -96,37 +104,8 @@ func (s *Store) openPart(ctx context.Context, p part, fresh bool) (io.ReadCloser
 		resp.Body.Close()
 		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, store.ErrBadResponse)
 	}
-	return &exactBody{rc: resp.Body, left: n}, nil
+	return store.ExactReader(resp.Body, n), nil
 }
-
-// exactBody reads exactly left bytes of rc: fewer is io.ErrUnexpectedEOF.
-type exactBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *exactBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	if err == io.EOF {
-		if b.left > 0 {
-			return n, io.ErrUnexpectedEOF
-		}
-		err = nil
-	}
-	if err == nil && b.left == 0 {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (b *exactBody) Close() error { return b.rc.Close() }
 
 // opened is the outcome of a part's request.
 type opened struct {
@@ -134,33 +113,32 @@ type opened struct {
 	err  error
 }
 
-// blockReader reads parts one after another, with the next one's request
-// in flight. It is used by one goroutine at a time.
+// blockReader reads parts one after another, with the requests of up to
+// Ahead-1 later parts in flight. It is used by one goroutine at a time.
 type blockReader struct {
-	s      *Store
-	ctx    context.Context
-	cancel context.CancelFunc
-	fresh  bool
-	parts  []part
-	i      int           // the part cur reads
-	cur    io.ReadCloser // nil once all are read
-	next   chan opened   // part i+1's request; nil if none
-	err    error
+	s       *Store
+	ctx     context.Context
+	cancel  context.CancelFunc
+	fresh   bool
+	parts   []part
+	cur     io.ReadCloser // the part being read; nil once all are read
+	next    []chan opened // the requests of the parts after cur, in order
+	started int           // parts whose request has started
+	err     error
 }
 
-// startNext starts the request of part i+1, if any.
-func (r *blockReader) startNext() {
-	r.next = nil
-	if r.i+1 >= len(r.parts) {
-		return
+// fill starts the requests of the next parts, up to Ahead in flight.
+func (r *blockReader) fill() {
+	for len(r.next)+1 < Ahead && r.started < len(r.parts) {
+		ch := make(chan opened, 1)
+		p := r.parts[r.started]
+		go func() {
+			body, err := r.s.openPart(r.ctx, p, r.fresh)
+			ch <- opened{body, err}
+		}()
+		r.next = append(r.next, ch)
+		r.started++
 	}
-	ch := make(chan opened, 1)
-	p := r.parts[r.i+1]
-	go func() {
-		body, err := r.s.openPart(r.ctx, p, r.fresh)
-		ch <- opened{body, err}
-	}()
-	r.next = ch
 }
 
 func (r *blockReader) Read(p []byte) (int, error) {
@@ -175,12 +153,12 @@ func (r *blockReader) Read(p []byte) (int, error) {
 		if err == io.EOF {
 			r.cur.Close()
 			r.cur = nil
-			if r.next != nil {
-				o := <-r.next
-				r.i++
+			if len(r.next) > 0 {
+				o := <-r.next[0]
+				r.next = r.next[1:]
 				r.cur, r.err = o.body, o.err
 				if r.err == nil {
-					r.startNext()
+					r.fill()
 				}
 			}
 			if n > 0 {
@@ -195,21 +173,21 @@ func (r *blockReader) Read(p []byte) (int, error) {
 	}
 }
 
-// Close ends the reader and the request in flight.
+// Close ends the reader and the requests in flight.
 func (r *blockReader) Close() error {
 	r.cancel()
 	if r.cur != nil {
 		r.cur.Close()
 		r.cur = nil
 	}
-	if ch := r.next; ch != nil {
-		r.next = nil
+	for _, ch := range r.next {
 		go func() {
 			if o := <-ch; o.body != nil {
 				o.body.Close()
 			}
 		}()
 	}
+	r.next = nil
 	if r.err == nil {
 		r.err = errClosed
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +23,11 @@ import (
 // flips a manifest byte unless bypassed when flip is set.
 func fakeTier(t *testing.T, member, manifest []byte, manifestKey string, flip bool, seen *[]string) *Store {
 	t.Helper()
+	var mu sync.Mutex // requests come in parallel; seen is read once they are answered
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		*seen = append(*seen, r.URL.Path+" bypass="+r.Header.Get(tier.BypassHeader))
+		mu.Unlock()
 		p := strings.TrimPrefix(r.URL.Path, "/")
 		if p == manifestKey {
 			b := bytes.Clone(manifest)
