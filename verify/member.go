@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/verify/jcs"
 )
 
@@ -35,6 +36,16 @@ func (m *Member) Source() string {
 		return "s3://" + m.S3.Bucket + "/" + m.S3.Key
 	}
 	return "cas:" + m.CAS
+}
+
+// Object returns the store object m's bytes come from: the S3 object at
+// its pinned version, or the CAS blob. It fails for a member that names
+// neither (or a version that is not immutable, see store.NewVersion).
+func (m *Member) Object() (store.Object, error) {
+	if m.S3 != nil {
+		return store.NewVersion(m.S3.Bucket, m.S3.Key, m.S3.VersionID)
+	}
+	return store.NewCAS(m.CAS)
 }
 
 // VersionID returns the pinned S3 version id, or "" for a CAS member.

@@ -132,8 +132,12 @@ func TestBench(t *testing.T) {
 		b.setupS3(t)
 		t.Run("passthrough", b.passthrough)
 		return
+	case "cluster": // the issue 27 rows alone, on the fixture they need
+		b.setupS3(t)
+		t.Run("cluster", b.cluster)
+		return
 	default:
-		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale, shaped, passthrough and members", benchOnly())
+		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale, shaped, passthrough, cluster and members", benchOnly())
 	}
 	b.setupS3(t)
 
@@ -148,10 +152,11 @@ func TestBench(t *testing.T) {
 	t.Run("profile", b.profileCold)
 	t.Run("pin-scale", b.pinScale)
 	t.Run("shaped", b.shaped)
+	t.Run("cluster", b.cluster)
 }
 
-// benchOnly is $PINFS_BENCH_ONLY: "pinscale", "shaped", "passthrough" or
-// "members" runs that scenario alone; "members" (issue 26, a few minutes
+// benchOnly is $PINFS_BENCH_ONLY: "pinscale", "shaped", "passthrough",
+// "cluster" or "members" runs that scenario alone; "members" (issue 26, a few minutes
 // at ten million members) runs only so.
 func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 

@@ -105,7 +105,9 @@ func rateText(r float64) string {
 // shaped rows, started by startProxy in a process of its own (so that its
 // CPU is neither the raw client's nor the daemon's). It forwards to
 // $PINFS_BENCH_PROXY_TARGET with the shape of shapeFromEnv, prints
-// "proxy URL" and serves until its stdin closes.
+// "proxy URL" and serves until its stdin closes. For each line "count" on
+// stdin it prints "count N": the member GETs it has forwarded (GETs that
+// name a versionId).
 func TestShapeProxyProcess(t *testing.T) {
 	target := os.Getenv(proxyTargetEnv)
 	if target == "" {
@@ -121,12 +123,58 @@ func TestShapeProxyProcess(t *testing.T) {
 	}
 	defer p.Close()
 	fmt.Printf("proxy %s\n", p.URL())
-	io.Copy(io.Discard, os.Stdin)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() != "count" {
+			continue
+		}
+		n := 0
+		for _, r := range p.Requests() {
+			if r.Method == "GET" && r.VersionID() != "" {
+				n++
+			}
+		}
+		fmt.Printf("count %d\n", n)
+	}
+}
+
+// proxyProc is a running TestShapeProxyProcess.
+type proxyProc struct {
+	url   string
+	pid   int
+	stdin io.WriteCloser
+	lines chan string // its stdout after the first line
+}
+
+// memberGETs returns how many member GETs the proxy has forwarded.
+func (p *proxyProc) memberGETs(t *testing.T) int {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, "count\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-p.lines:
+		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "count "))
+		if err != nil {
+			t.Fatalf("shaping proxy answered %q to count", line)
+		}
+		return n
+	case <-time.After(30 * time.Second):
+		t.Fatal("shaping proxy did not answer count within 30 s")
+	}
+	return 0
 }
 
 // startProxy starts TestShapeProxyProcess in front of the bench's server
 // and returns its endpoint and pid; t.Cleanup stops it.
 func (b *bench) startProxy(t *testing.T, s faultproxy.Shape) (string, int) {
+	p := b.startProxyProc(t, s)
+	return p.url, p.pid
+}
+
+// startProxyProc starts TestShapeProxyProcess in front of the bench's
+// server; t.Cleanup stops it.
+func (b *bench) startProxyProc(t *testing.T, s faultproxy.Shape) *proxyProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestShapeProxyProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), proxyTargetEnv+"="+b.s.Endpoint,
@@ -156,9 +204,10 @@ func (b *bench) startProxy(t *testing.T, s faultproxy.Shape) (string, int) {
 	})
 	lines := make(chan string, 1)
 	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-		io.Copy(io.Discard, stdout)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
 		cmd.Wait()
 		close(exited)
 	}()
@@ -168,11 +217,11 @@ func (b *bench) startProxy(t *testing.T, s faultproxy.Shape) (string, int) {
 		if !ok {
 			t.Fatalf("shaping proxy printed %q: %s", line, stderr.String())
 		}
-		return url, cmd.Process.Pid
+		return &proxyProc{url: url, pid: cmd.Process.Pid, stdin: stdin, lines: lines}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("shaping proxy did not start within 30 s: %s", stderr.String())
 	}
-	return "", 0
+	return nil
 }
 
 // shaped is the issue 23 scenario: the rows of the issue's table over a

@@ -205,3 +205,21 @@ const (
 	// set there at 1M members.
 	targetMembersRunShowS = 2.0
 )
+
+// The targets of issue 27 ("A cluster reads each block from S3 once"),
+// fixed in the issue before measuring (cluster_test.go).
+const (
+	// targetClusterGETs: member GETs reaching versitygw (counted at the
+	// proxy in front of it) when four nodes read the snapshots through one
+	// nginx, one after another or all at the same moment (a new tier), as
+	// a multiple of those of the first node alone.
+	targetClusterGETs = 1.05
+
+	// targetClusterWarmVsRaw: nodes 2-4 reading what the tier holds, as a
+	// share of a plain HTTP client's speed GETting the same blocks from it.
+	targetClusterWarmVsRaw = 0.7
+
+	// targetClusterColdVsDirect: a cold first node through the tier and
+	// the origin, as a share of the same node's speed reading S3 directly.
+	targetClusterColdVsDirect = 0.8
+)

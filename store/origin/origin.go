@@ -29,6 +29,7 @@ import (
 	iofs "io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,9 +202,30 @@ func (h *Handler) ok(w http.ResponseWriter, r *http.Request, kind, etag string, 
 	w.Header().Set("Cache-Control", tier.CacheControl)
 	w.Header().Set("ETag", etag)
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
-	h.requests.WithLabelValues(kind, "200").Inc()
-	h.served.WithLabelValues(kind).Add(float64(len(b)))
+	cw := &countingWriter{ResponseWriter: w, code: http.StatusOK}
+	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(b))
+	h.requests.WithLabelValues(kind, strconv.Itoa(cw.code)).Inc()
+	h.served.WithLabelValues(kind).Add(float64(cw.n))
+}
+
+// countingWriter keeps the status and the body bytes of an answer that
+// http.ServeContent writes (200, or 206, 304, 416 for a Range or a
+// conditional request).
+type countingWriter struct {
+	http.ResponseWriter
+	code int
+	n    int64
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	c.code = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // meta answers the metadata blob under key, of kind and digest hexd, once

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/tier"
 	"github.com/pinfs/pinfs/verify"
@@ -127,7 +126,7 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
 		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("member %s%s of %d bytes has no block %d", b3.Prefix, b.Hex, m.Size, b.Index))
 		return
 	}
-	bm, err := member(b.Snapshot, b.Member, &m)
+	bm, err := blocks.MemberOf(verify.Digest(b.Snapshot), b.Member, &m)
 	if err != nil {
 		h.refuse(w, kindBlock, http.StatusNotFound, err.Error())
 		return
@@ -150,22 +149,4 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
 		}
 	}
 	h.ok(w, r, kindBlock, b.ETag(), data)
-}
-
-// member converts member i of snapshot snap for the block reader.
-func member(snap string, i int, m *verify.Member) (blocks.Member, error) {
-	d, err := b3.Parse(m.Digest)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	var obj store.Object
-	if m.S3 != nil {
-		obj, err = store.NewVersion(m.S3.Bucket, m.S3.Key, m.S3.VersionID)
-	} else {
-		obj, err = store.NewCAS(m.CAS)
-	}
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj, Snapshot: snap, Index: i}, nil
 }

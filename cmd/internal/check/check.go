@@ -119,20 +119,12 @@ func checkObjects(ctx context.Context, st store.Store, ms *verify.Table, o Optio
 	return slices.DeleteFunc(ps, func(p verify.Problem) bool { return p.Kind == verify.KindBadMember }), ms.Len(), nil
 }
 
-// Object returns the store object a member's bytes come from.
-func Object(m *verify.Member) (store.Object, error) {
-	if m.S3 != nil {
-		return store.NewVersion(m.S3.Bucket, m.S3.Key, m.S3.VersionID)
-	}
-	return store.NewCAS(m.CAS)
-}
-
 // checkOne checks one member; nil means it passed.
 func checkOne(ctx context.Context, st store.Store, m *verify.Member, deep bool) *verify.Problem {
 	fail := func(kind, format string, a ...any) *verify.Problem {
 		return &verify.Problem{Kind: kind, Path: m.Path, ID: m.ID, Detail: fmt.Sprintf(format, a...)}
 	}
-	obj, err := Object(m)
+	obj, err := m.Object()
 	if err != nil {
 		return fail(verify.KindBadMember, "no object to read: %v", err)
 	}

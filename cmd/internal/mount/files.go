@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/consumed"
 	"github.com/pinfs/pinfs/cmd/internal/metrics"
 	"github.com/pinfs/pinfs/fs"
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/verify"
-	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // blockMember converts verified member i of snapshot snap for the block
@@ -21,15 +19,7 @@ import (
 // the snapshot.
 func blockMember(snap verify.Digest, ms *verify.Table, i int) (blocks.Member, error) {
 	m := ms.Member(i)
-	d, err := b3.Parse(m.Digest)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	obj, err := check.Object(&m)
-	if err != nil {
-		return blocks.Member{}, err
-	}
-	return blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj, Snapshot: string(snap), Index: i}, nil
+	return blocks.MemberOf(snap, i, &m)
 }
 
 // files serves member i of the snapshot through the block reader and

@@ -20,7 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pinfs/pinfs/cmd/internal/check"
 	"github.com/pinfs/pinfs/cmd/internal/progress"
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
@@ -124,11 +123,10 @@ func plan(snap verify.Digest, t *verify.Table, sel []int) ([]*item, error) {
 			it.members++
 			continue
 		}
-		obj, err := check.Object(&m)
+		bm, err := blocks.MemberOf(snap, i, &m)
 		if err != nil {
 			return nil, fmt.Errorf("member %q: %w", m.Path, err)
 		}
-		bm := blocks.Member{Path: m.Path, ID: m.ID, Digest: d, Size: m.Size, Object: obj, Snapshot: string(snap), Index: i}
 		it := &item{m: bm, members: 1}
 		byDigest[d] = it
 		items = append(items, it)
