@@ -16,7 +16,8 @@
 //
 // Anything else is refused: 400 for a URL that names no content, 404 for
 // content the store does not hold, 405 for a method other than GET and
-// HEAD, 503 when Config.MaxRequests requests are in flight, 502 and 504
+// HEAD, 503 when a request waited Config.QueueWait for one of
+// Config.MaxRequests places, 502 and 504
 // for store failures. Every refusal says `Cache-Control: no-store`.
 package origin
 
@@ -51,9 +52,12 @@ type Config struct {
 	Meta  verify.Getter
 	// Blocks reads member blocks, verified; its Objects is Store.
 	Blocks *blocks.Reader
-	// MaxRequests bounds the requests served at once (default 64); one
-	// more is answered 503 with Retry-After.
+	// MaxRequests bounds the requests served at once (default 64): one
+	// more waits, at most QueueWait (default 10 s), and is then answered
+	// 503 with Retry-After. A node reads ahead with many blocks in flight,
+	// and a 503 makes it back off: waiting a little is the cheaper answer.
 	MaxRequests int
+	QueueWait   time.Duration
 	// Snapshots bounds the snapshots kept loaded (default 16).
 	Snapshots int
 	Log       *slog.Logger
@@ -87,6 +91,9 @@ type snapLoad struct {
 func New(cfg Config) *Handler {
 	if cfg.MaxRequests <= 0 {
 		cfg.MaxRequests = 64
+	}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = 10 * time.Second
 	}
 	if cfg.Snapshots <= 0 {
 		cfg.Snapshots = 16
@@ -148,14 +155,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, k, http.StatusMethodNotAllowed, "the origin is read-only: GET and HEAD only")
 		return
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
+	if !h.acquire(r.Context()) {
 		w.Header().Set("Retry-After", "1")
 		h.refuse(w, k, http.StatusServiceUnavailable, "busy: too many requests in flight")
 		return
 	}
+	defer func() { <-h.slots }()
 	h.inflight.Inc()
 	defer h.inflight.Dec()
 	switch {
@@ -168,6 +173,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.refuse(w, k, http.StatusBadRequest, fmt.Sprintf("%q names no content this origin serves (see docs/cluster.md)", path))
 	}
+}
+
+// acquire takes one of the MaxRequests places, waiting at most QueueWait
+// (or until the request is canceled) for one.
+func (h *Handler) acquire(ctx context.Context) bool {
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(h.cfg.QueueWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // refuse answers code with a one-line reason that no cache keeps.

@@ -31,6 +31,15 @@ type Options struct {
 	Out   io.Writer // the "serving" line; nil: none
 }
 
+// Readahead is the origin's block reader's readahead window. The tier
+// asks for a member's blocks one URL at a time, but a node reading a
+// member through it asks for them in order, many at once: the reader
+// sees a sequential stream and fetches it from the store in runs (8 MiB
+// requests) instead of one GET per 1 MiB block, which is fewer requests
+// to pay for and, at S3's latency, faster. Blocks of a run wait in the
+// memory tier for their URL's request.
+const Readahead = 32 << 20
+
 // shutdownWait bounds how long Run waits for requests in flight once ctx ends.
 const shutdownWait = 10 * time.Second
 
@@ -46,7 +55,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	meta := metacache.New(filepath.Join(o.CacheDir, "meta"), o.Store, metacache.WithLogger(o.Log))
 	br, err := blocks.New(blocks.Config{Objects: o.Store, Outboards: meta, MemBytes: o.CacheMem,
-		ReadTimeout: o.ReadTimeout, ReadaheadMax: -1, Reporter: logReporter{o.Log}})
+		ReadTimeout: o.ReadTimeout, ReadaheadMax: Readahead, Reporter: logReporter{o.Log}})
 	if err != nil {
 		return err
 	}
