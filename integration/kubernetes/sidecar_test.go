@@ -15,10 +15,10 @@ import (
 // line under deploy/ through the real CLI, so a flag renamed there fails
 // too.
 var (
-	mountValueFlags = []string{"store", "cache-dir", "cache-mem", "cache-disk", "run-record", "run-id",
+	mountValueFlags = []string{"store", "fallback-store", "cache-dir", "cache-mem", "cache-disk", "run-record", "run-id",
 		"policy", "uid", "gid", "metrics-addr", "read-timeout", "stall-timeout", "flush-interval", "log-format"}
 	mountBoolFlags   = []string{"require-permit", "foreground", "allow-other", "debug"}
-	warmValueFlags   = []string{"store", "cache-dir", "split", "jobs", "cache-disk", "log-format"}
+	warmValueFlags   = []string{"store", "fallback-store", "cache-dir", "split", "jobs", "cache-disk", "log-format"}
 	warmBoolFlags    = []string{"quiet", "json", "debug"}
 	statusValueFlags = []string{"store", "policy", "timeout", "wait", "log-format"}
 	statusBoolFlags  = []string{"json", "debug"}
