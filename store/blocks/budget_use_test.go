@@ -38,14 +38,18 @@ func TestReadaheadHeaderReadsHoldLittle(t *testing.T) {
 // up with blocks (1 MiB reads from 256 KiB on) reads each block's head,
 // then its tail a moment later. A block read ahead must stay until its
 // tail is read: released at its first read, only the memory tier could
-// keep it, and the front keeps the last 48 MiB loaded while readahead has
-// loaded up to 128 MiB since.
+// keep it, and the front keeps the last 48 MiB loaded (frontRuns runs)
+// while readahead has loaded up to ReadaheadMax since: 64 MiB here, more
+// than the front and less than the default, so that 120 blocks show it.
 func TestReadaheadUnalignedReadsFetchOnce(t *testing.T) {
 	for _, mem := range []int64{0, 256 << 20} {
 		e := newEnv(t)
 		e.store.Quiet = true
-		r := e.reader(Config{MemBytes: mem})
-		const nb = 300
+		r := e.reader(Config{MemBytes: mem, ReadaheadMax: 64 << 20})
+		if front := int64(frontRuns*r.cfg.SpanBlocks) * BlockSize; front >= r.cfg.ReadaheadMax {
+			t.Fatalf("the front holds %d MiB: ReadaheadMax %d MiB no longer reaches past it", front>>20, r.cfg.ReadaheadMax>>20)
+		}
+		const nb = 120
 		m := e.member(nb * BlockSize)
 		p := make([]byte, BlockSize)
 		ctx := context.Background()
