@@ -5,15 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
-	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/tier"
-	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -97,56 +94,4 @@ func (h *Handler) cut(kind, hexd string, sent int64, err error) {
 	h.cfg.Log.Error("origin: member table cut short: never served unverified", "table", hexd, "sent", sent, "err", err)
 	h.requests.WithLabelValues(kind, "cut").Inc()
 	panic(http.ErrAbortHandler)
-}
-
-// block answers a block URL: the hint's snapshot must be in the store and
-// name the URL's digest at the hint's ordinal.
-func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
-	b, err := tier.ParseBlock(path, r.URL.Query())
-	if err != nil {
-		h.refuse(w, kindBlock, http.StatusBadRequest, err.Error())
-		return
-	}
-	snap, err := h.snapshot(r.Context(), verify.Digest(b.Snapshot))
-	if err != nil {
-		h.failed(w, kindBlock, "snapshot "+b.Snapshot, err)
-		return
-	}
-	t := snap.Table()
-	if b.Member >= t.Len() {
-		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("snapshot %s has no member %d", b.Snapshot, b.Member))
-		return
-	}
-	m := t.Member(b.Member)
-	if m.Digest != b3.Prefix+b.Hex {
-		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("member %d of snapshot %s is not %s%s", b.Member, b.Snapshot, b3.Prefix, b.Hex))
-		return
-	}
-	if b.Index*tier.BlockSize >= max(m.Size, 1) {
-		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("member %s%s of %d bytes has no block %d", b3.Prefix, b.Hex, m.Size, b.Index))
-		return
-	}
-	bm, err := blocks.MemberOf(verify.Digest(b.Snapshot), b.Member, &m)
-	if err != nil {
-		h.refuse(w, kindBlock, http.StatusNotFound, err.Error())
-		return
-	}
-	off := b.Index * tier.BlockSize
-	n := int(min(tier.BlockSize, m.Size-off))
-	vs, got, err := h.cfg.Blocks.Slices(r.Context(), &bm, off, n)
-	if err != nil && !errors.Is(err, io.EOF) || got != n {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%d of %d bytes", got, n)
-		}
-		h.failed(w, kindBlock, fmt.Sprintf("block %d of %s", b.Index, m.Path), err)
-		return
-	}
-	data := vs[0]
-	if len(vs) != 1 {
-		data = make([]byte, 0, n)
-		for _, v := range vs {
-			data = append(data, v...)
-		}
-	}
-	h.ok(w, r, kindBlock, b.ETag(), data)
 }
