@@ -13,11 +13,29 @@ import (
 	"github.com/pinfs/pinfs/verify/verifytest"
 )
 
+// refIdentity is a member's identity as the reference keys it: its S3
+// object and version (ETag aside), CAS blob, size and digest. It is
+// written out here rather than taken from identityOf, which the reference
+// checks along with the table walk.
+type refIdentity struct {
+	s3          verify.S3Source
+	cas, digest string
+	size        int64
+}
+
+func refIdentityOf(m *verify.Member) refIdentity {
+	id := refIdentity{cas: m.CAS, digest: m.Digest, size: m.Size}
+	if m.S3 != nil {
+		id.s3 = verify.S3Source{Bucket: m.S3.Bucket, Key: m.S3.Key, VersionID: m.S3.VersionID}
+	}
+	return id
+}
+
 // planHashingByMaps is planHashing as it was, with a map of every trusted
-// parent member's identity and path: the reference the table walk must
-// agree with.
+// parent member's identity (refIdentityOf) and path: the reference the
+// table walk must agree with.
 func planHashingByMaps(t *verify.Table, parents []*verify.Checked, deep bool, trust func(i int) error, h *Hashing) []bool {
-	inherited := map[memberIdentity]bool{}
+	inherited := map[refIdentity]bool{}
 	paths := map[string]bool{}
 	h.Parents = []verify.Digest{}
 	for i, pc := range parents {
@@ -31,7 +49,7 @@ func planHashingByMaps(t *verify.Table, parents []*verify.Checked, deep bool, tr
 		h.Parents = append(h.Parents, pc.Manifest.SnapshotID)
 		for j := range pc.Table.Len() {
 			m := pc.Table.Member(j)
-			inherited[identityOf(&m)] = true
+			inherited[refIdentityOf(&m)] = true
 			paths[m.Path] = true
 		}
 	}
@@ -39,7 +57,7 @@ func planHashingByMaps(t *verify.Table, parents []*verify.Checked, deep bool, tr
 	for i := range t.Len() {
 		m := t.Member(i)
 		switch {
-		case inherited[identityOf(&m)]:
+		case inherited[refIdentityOf(&m)]:
 			h.Inherited++
 			hash[i] = deep
 		case paths[m.Path]:
