@@ -369,9 +369,10 @@ func fakeOutboard(groups int) (b3.Sum, []byte) {
 	return d, ob
 }
 
-// TestLargeOutboardCutShort: a node far into a large outboard that does
-// not check cuts the answer, begun with the outboard's length, short of
-// it; the good outboard streams whole.
+// TestLargeOutboardCutShort: a bad header or root node of a large
+// outboard is refused cleanly; a node far into it that does not check
+// cuts the answer, begun with the outboard's length, short of it; the
+// good outboard streams whole.
 func TestLargeOutboardCutShort(t *testing.T) {
 	f := newFixture(t, Config{})
 	d, good := fakeOutboard(8000)
@@ -382,6 +383,15 @@ func TestLargeOutboardCutShort(t *testing.T) {
 	plant(t, f.dir, key, good)
 	if resp, body, whole := getFull(t, f.url+"/"+key); resp.StatusCode != 200 || !whole || !bytes.Equal(body, good) {
 		t.Fatalf("the good outboard: %s, %d of %d bytes", resp.Status, len(body), len(good))
+	}
+	// A bad header or root node is a clean refusal, before any answer.
+	for _, at := range []int{5, 8 + 40} {
+		bad := bytes.Clone(good)
+		bad[at] ^= 1
+		plant(t, f.dir, key, bad)
+		if resp, body, _ := getFull(t, f.url+"/"+key); resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("byte %d changed: %s (Cache-Control %q, %d bytes), want 502 no-store", at, resp.Status, resp.Header.Get("Cache-Control"), len(body))
+		}
 	}
 	for _, at := range []int{200_000, len(good) - 1} {
 		bad := bytes.Clone(good)
