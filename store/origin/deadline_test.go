@@ -16,9 +16,8 @@ import (
 	"github.com/pinfs/pinfs/store/localstore"
 )
 
-// runOrigin runs Run over a new local store with o's deadlines and
-// returns the store's dir and the origin's address; the origin stops
-// with the test.
+// runOrigin runs Run over a new local store with o's deadlines and returns the store's dir and the
+// origin's address; the origin stops with the test.
 func runOrigin(t *testing.T, o Options) (dir, addr string) {
 	t.Helper()
 	dir = t.TempDir()

@@ -180,10 +180,6 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.refuse(w, k, http.StatusMethodNotAllowed, "the origin is read-only: GET and HEAD only")
 		return
 	}
-	// The request is read (a GET has no body): lift the server's read
-	// deadline, whose expiry would cancel r.Context() mid-answer. A
-	// client that leaves still cancels it.
-	w.rc.SetReadDeadline(time.Time{})
 	if !h.acquire(r.Context()) {
 		w.Header().Set("Retry-After", "1")
 		h.refuse(w, k, http.StatusServiceUnavailable, "busy: too many requests in flight")

@@ -92,9 +92,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	srv := &http.Server{
 		Handler: h,
-		// A request must come whole within RequestTimeout (the Handler
-		// lifts the read deadline once it has a GET or HEAD, which has no
-		// body: left on, it would cancel a long answer's context); each
+		// A request must come whole within RequestTimeout (net/http lifts
+		// the read deadline once a request without a body is read, so a
+		// long answer is not canceled by it); each
 		// write of an answer has WriteTimeout (the Handler's, renewed as
 		// it progresses); an idle connection is closed after IdleTimeout.
 		ReadHeaderTimeout: o.RequestTimeout,
