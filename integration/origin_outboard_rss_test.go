@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"lukechampine.com/blake3/guts"
 
+	"github.com/pinfs/pinfs/integration/s3test"
 	"github.com/pinfs/pinfs/integration/tiertest"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -28,7 +31,7 @@ import (
 // is the margin of the race-enabled binary's runtime (shadow memory,
 // goroutines, buffers). The origin that read each outboard whole held 1
 // GiB a request.
-const outboardRSSBound = 96 << 20
+const outboardRSSBound = 128 << 20
 
 // TestOriginOutboardsBoundedRSS plants 64 sparse garbage "outboards" of
 // about 1 GiB in a local store (no disk cost) under made-up digests, of
@@ -39,6 +42,41 @@ const outboardRSSBound = 96 << 20
 // memory (VmHWM) may grow by at most outboardRSSBound (issue 37, finding 2).
 func TestOriginOutboardsBoundedRSS(t *testing.T) {
 	st := t.TempDir()
+	outboardsRSS(t, nil, st, func(key string, head []byte, length int64) {
+		p := filepath.Join(st, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, head, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, length); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestOriginOutboardsBoundedRSSOnS3 is TestOriginOutboardsBoundedRSS on
+// versitygw, whose GET the origin streams (s3store's Open): each blob is
+// put small and then made sparse in the posix backend's directory.
+func TestOriginOutboardsBoundedRSSOnS3(t *testing.T) {
+	s := s3test.Start(t)
+	s.CreateBucket(t, "store", false)
+	outboardsRSS(t, s.Env(), "s3://store/pinfs", func(key string, head []byte, length int64) {
+		s.Put(t, "store", "pinfs/"+key, head)
+		if err := os.Truncate(filepath.Join(s.DataDir, "store", "pinfs", filepath.FromSlash(key)), length); err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Client(t).HeadObject(t.Context(), &s3.HeadObjectInput{Bucket: aws.String("store"), Key: aws.String("pinfs/" + key)})
+		if err != nil || aws.ToInt64(out.ContentLength) != length {
+			t.Fatalf("versitygw does not serve the sparse blob: %v", err)
+		}
+	})
+}
+
+// outboardsRSS plants the outboards with put, runs the origin on the
+// store st with env and asks for them all at once.
+func outboardsRSS(t *testing.T, env []string, st string, put func(key string, head []byte, length int64)) {
 	const n = 64
 	const length = 8 + 64*(1<<24-1) // 1 GiB less 56 bytes: a whole number of nodes
 	size := uint64(1<<24-1)*b3.GroupSize + 1
@@ -68,18 +106,12 @@ func TestOriginOutboardsBoundedRSS(t *testing.T) {
 			}
 		}
 		keys[i] = "bao/blake3/" + hex.EncodeToString(d[:])
-		p := filepath.Join(st, filepath.FromSlash(keys[i]))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+		if head == nil {
+			head = make([]byte, 8)
 		}
-		if err := os.WriteFile(p, head, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, length); err != nil {
-			t.Fatal(err)
-		}
+		put(keys[i], head, length)
 	}
-	addr, srv := tiertest.Origin(t, pinfsBin, nil, "--store", st, "--cache-dir", t.TempDir(), "--max-requests", strconv.Itoa(n))
+	addr, srv := tiertest.Origin(t, pinfsBin, env, "--store", st, "--cache-dir", t.TempDir(), "--max-requests", strconv.Itoa(n))
 	pid := srv.Process.Pid
 	base := status(t, pid, "VmRSS")
 	c := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxConnsPerHost: n, MaxIdleConnsPerHost: n}}
