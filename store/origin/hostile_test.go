@@ -403,3 +403,25 @@ func TestLargeOutboardCutShort(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestBudget: the bytes of manifests held at once to be checked
+// are bounded: a manifest that finds the budget spent waits QueueWait,
+// then gets 503; once the budget is back it is served.
+func TestManifestBudget(t *testing.T) {
+	f := newFixture(t, Config{ManifestBudget: 1 << 20, QueueWait: 200 * time.Millisecond})
+	key := "manifests/sha256/" + strings.TrimPrefix(string(f.snap), "sha256:")
+	if got := f.h.manifests.acquire(context.Background(), 1<<20, time.Second); got != 1<<20 {
+		t.Fatalf("the whole budget: took %d", got)
+	}
+	resp, _, _ := getFull(t, f.url+"/"+key)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a manifest with the budget spent: %s, want 503 with Retry-After", resp.Status)
+	}
+	f.h.manifests.release(1 << 20)
+	if resp, body, whole := getFull(t, f.url+"/"+key); resp.StatusCode != 200 || !whole || len(body) == 0 {
+		t.Fatalf("a manifest with the budget back: %s", resp.Status)
+	}
+	if f.h.manifests.left != 1<<20 {
+		t.Fatalf("the budget after: %d left, want all of it", f.h.manifests.left)
+	}
+}

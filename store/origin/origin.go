@@ -68,6 +68,11 @@ type Config struct {
 	// request within it gets the copy.
 	TableDir     string
 	TableRefresh time.Duration
+	// ManifestBudget bounds the bytes of manifests held at once to be
+	// checked (default 256 MiB; a manifest is read whole, at most
+	// store.MaxManifest, 64 MiB): a request that finds it spent waits,
+	// at most QueueWait, then gets 503.
+	ManifestBudget int64
 	// WriteTimeout bounds each write of an answer to the client, at most
 	// writePiece bytes (default 30 s): a client that stops reading is cut
 	// off after it, and its place freed, however long the answer.
@@ -83,7 +88,8 @@ type Handler struct {
 	slots chan struct{}
 	reg   *prometheus.Registry
 
-	tables *tableCopies
+	tables    *tableCopies
+	manifests *budget
 
 	mu    sync.Mutex
 	snaps map[verify.Digest]*snapLoad
@@ -118,12 +124,16 @@ func New(cfg Config) *Handler {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
+	if cfg.ManifestBudget <= 0 {
+		cfg.ManifestBudget = 256 << 20
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxRequests), snaps: map[verify.Digest]*snapLoad{},
 		tables: &tableCopies{dir: cfg.TableDir, refresh: cfg.TableRefresh,
-			filling: map[string]chan struct{}{}, read: map[string]time.Time{}}}
+			filling: map[string]chan struct{}{}, read: map[string]time.Time{}},
+		manifests: newBudget(cfg.ManifestBudget)}
 	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pinfs_origin_requests_total",
 		Help: "Requests answered, by kind of URL and status code."}, []string{"kind", "code"})
 	h.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pinfs_origin_bytes_total",
@@ -331,22 +341,13 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// meta answers the manifest under key, of digest hexd, once it checks
-// out against its name (tier.Check); it holds at most store.MaxManifest
-// bytes to check. An outboard is checked as it streams (outboard).
+// meta answers the metadata blob under key, of kind and digest hexd,
+// once it checks out against its name: a manifest whole (manifest), an
+// outboard as it streams (outboard).
 func (h *Handler) meta(w http.ResponseWriter, r *http.Request, k, key, kind, hexd string) {
 	if k == kindOutboard {
 		h.outboard(w, r, key, hexd)
 		return
 	}
-	what := "manifest " + hexd
-	b, err := store.GetAtMost(r.Context(), h.cfg.Store, key, store.MaxManifest)
-	if err == nil {
-		err = tier.Check(kind, hexd, b)
-	}
-	if err != nil {
-		h.failed(w, k, what, err)
-		return
-	}
-	h.ok(w, r, k, tier.MetaETag(kind, hexd), b)
+	h.manifest(w, r, key, kind, hexd)
 }
