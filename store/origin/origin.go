@@ -3,13 +3,20 @@
 // and only bytes it verified, so that a tier of HTTP caches in front of
 // it never keeps a byte that does not match its name.
 //
-//   - A manifest or a member table is served only if the SHA-256 of its
-//     bytes is the digest in its name. A table (gigabytes at ten million
-//     members) is streamed with its last piece held back until the digest
-//     is known: on a mismatch the connection is cut short of its
-//     Content-Length, which no cache keeps.
-//   - An outboard is served only if it hashes to its member's digest
-//     (b3.CheckOutboard).
+//   - A manifest is served only if it checks against the digest in its
+//     name (tier.Check); it is read whole to be checked, at most
+//     store.MaxManifest bytes, within Config.ManifestBudget for all the
+//     manifests being checked at once.
+//   - A member table is served only if the SHA-256 of its bytes is the
+//     digest in its name. A table (gigabytes at ten million members) is
+//     streamed with its last piece held back until the digest is known:
+//     on a mismatch the connection is cut short of its Content-Length,
+//     which no cache keeps. It streams from the origin's verified copy
+//     (Config.TableDir) once it has one; a bypass request reads the store
+//     again at most once a Config.TableRefresh.
+//   - An outboard is checked as it streams (b3.OutboardStream): its header
+//     and root node before the answer begins, each further node before
+//     it is sent, at most outboardBuf bytes held.
 //   - A block is read through one shared blocks.Reader, at the member's
 //     pinned version and verified, once the snapshot of the URL's hint is
 //     loaded from the store and names that digest at that ordinal.
@@ -17,8 +24,14 @@
 // Anything else is refused: 400 for a URL that names no content, 404 for
 // content the store does not hold, 405 for a method other than GET and
 // HEAD, 503 when a request waited Config.QueueWait for one of
-// Config.MaxRequests places, 502 and 504
-// for store failures. Every refusal says `Cache-Control: no-store`.
+// Config.MaxRequests places (or for the manifest budget), 502 and 504
+// for store failures. Every refusal says `Cache-Control: no-store`, and
+// names what was asked with a generic reason: the store's error, which
+// may name its paths, bucket, keys and versions, goes to the log only.
+//
+// Every write of an answer has Config.WriteTimeout to reach the client,
+// renewed as the answer progresses; Run adds the deadlines of reading a
+// request and of an idle connection.
 package origin
 
 import (
