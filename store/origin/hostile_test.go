@@ -428,3 +428,18 @@ func TestManifestBudget(t *testing.T) {
 		t.Fatalf("the budget after: %d left, want all of it", f.h.manifests.left)
 	}
 }
+
+// TestTableWithoutCopies: when no copy can be kept (TableDir is not a
+// directory), every request reads the table from the store and gets it,
+// rather than the rate limit's 503.
+func TestTableWithoutCopies(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o600)
+	f := newFixture(t, Config{TableDir: notDir, TableRefresh: time.Hour})
+	key, good := plantTable(t, f.dir, 200<<10)
+	for i := range 3 {
+		if resp, body, whole := getFull(t, f.url+"/"+key, "X-Pinfs-Bypass", "1"); resp.StatusCode != 200 || !whole || !bytes.Equal(body, good) {
+			t.Fatalf("request %d: %s, %d bytes", i, resp.Status, len(body))
+		}
+	}
+}

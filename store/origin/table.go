@@ -100,7 +100,12 @@ func (h *Handler) table(w http.ResponseWriter, r *http.Request, key, hexd string
 	}
 	st := &tableStream{w: w, sum: sha256.New(), fill: fill}
 	err = st.copy(rc, hexd, size)
-	fill.end(st.verified)
+	if kept := fill.end(st.verified); src.fill && st.verified && !kept {
+		// No copy to serve the next request from: it reads the store.
+		h.tables.forget(hexd)
+		h.cfg.Log.Warn("origin: cannot keep a copy of a member table; it is read from the store every time",
+			"table", hexd, "dir", h.cfg.TableDir)
+	}
 	if st.bad && src.local != nil {
 		h.tables.drop(hexd, src.local)
 	}

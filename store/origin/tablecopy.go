@@ -110,6 +110,14 @@ func (c *tableCopies) began(hexd string) {
 	c.read[hexd] = now
 }
 
+// forget lets the next request for table hexd read the store at once:
+// its last read verified but no copy could be kept.
+func (c *tableCopies) forget(hexd string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.read, hexd)
+}
+
 // drop removes the copy f of table hexd, found not to match its name,
 // and lets the next request read the store for it at once.
 func (c *tableCopies) drop(hexd string, f *os.File) {
@@ -152,14 +160,15 @@ func (k *fillCopy) write(p []byte) {
 }
 
 // end keeps the copy if verified (the whole table was written and hashed
-// to its name), and removes it otherwise.
-func (k *fillCopy) end(verified bool) {
+// to its name), and removes it otherwise; it reports whether it kept it.
+func (k *fillCopy) end(verified bool) bool {
 	if k == nil {
-		return
+		return false
 	}
 	err := k.f.Close()
 	if verified && k.err == nil && err == nil && os.Rename(k.f.Name(), k.path) == nil {
-		return
+		return true
 	}
 	os.Remove(k.f.Name())
+	return false
 }
