@@ -90,7 +90,7 @@ func waitInFlight(t *testing.T, addr string, n string) {
 // WriteTimeout: a request waiting for that place is then answered.
 func TestStalledReaderFreesItsPlace(t *testing.T) {
 	dir, addr := runOrigin(t, Options{MaxRequests: 1, WriteTimeout: 300 * time.Millisecond})
-	key, _ := plantTable(t, dir, 64<<20)
+	key, _ := plantTable(t, dir, 24<<20)
 	stalled := dialSmall(t, addr)
 	io.WriteString(stalled, "GET /"+key+" HTTP/1.1\r\nHost: origin\r\n\r\n")
 	waitInFlight(t, addr, "1")
@@ -108,7 +108,7 @@ func TestStalledReaderFreesItsPlace(t *testing.T) {
 	// The stalled connection was closed short of the table.
 	stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, err := io.Copy(io.Discard, stalled)
-	if err == nil && n >= 64<<20 || errors.Is(err, os.ErrDeadlineExceeded) {
+	if err == nil && n >= 24<<20 || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the stalled client's connection: %d bytes, %v; want it cut short", n, err)
 	}
 }
