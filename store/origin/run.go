@@ -24,8 +24,13 @@ type Options struct {
 	// CacheMem is the block reader's memory tier (default 512 MiB).
 	CacheMem    int64
 	MaxRequests int
-	ReadTimeout time.Duration
-	Log         *slog.Logger
+	ReadTimeout time.Duration // loading one block from the store
+	// The connection deadlines (see connDeadlines for the defaults):
+	// reading a request's header and body, each write of an answer (as
+	// it progresses: Config.WriteTimeout), and an idle keep-alive
+	// connection.
+	RequestTimeout, WriteTimeout, IdleTimeout time.Duration
+	Log                                       *slog.Logger
 	// Ready, if set, is told the address once the origin listens.
 	Ready func(addr string)
 	Out   io.Writer // the "serving" line; nil: none
@@ -40,6 +45,16 @@ type Options struct {
 // memory tier for their URL's request.
 const Readahead = 32 << 20
 
+// The default connection deadlines of Run: RequestTimeout for a client
+// to send a request (header and body), WriteTimeout for each write of an
+// answer to reach it, IdleTimeout for a keep-alive connection between
+// requests.
+const (
+	defaultRequestTimeout = 10 * time.Second
+	defaultWriteTimeout   = 30 * time.Second
+	defaultIdleTimeout    = 60 * time.Second
+)
+
 // shutdownWait bounds how long Run waits for requests in flight once ctx ends.
 const shutdownWait = 10 * time.Second
 
@@ -53,6 +68,15 @@ func Run(ctx context.Context, o Options) error {
 	if o.CacheMem <= 0 {
 		o.CacheMem = 512 << 20
 	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = defaultRequestTimeout
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = defaultWriteTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = defaultIdleTimeout
+	}
 	meta := metacache.New(filepath.Join(o.CacheDir, "meta"), o.Store, metacache.WithLogger(o.Log))
 	br, err := blocks.New(blocks.Config{Objects: o.Store, Outboards: meta, MemBytes: o.CacheMem,
 		ReadTimeout: o.ReadTimeout, ReadaheadMax: Readahead, Reporter: logReporter{o.Log}})
@@ -60,14 +84,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer br.Close()
-	h := New(Config{Store: o.Store, Meta: meta, Blocks: br, MaxRequests: o.MaxRequests, Log: o.Log})
+	h := New(Config{Store: o.Store, Meta: meta, Blocks: br, MaxRequests: o.MaxRequests, Log: o.Log,
+		TableDir: filepath.Join(o.CacheDir, "tables"), WriteTimeout: o.WriteTimeout})
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: h,
+		// A request must come whole within RequestTimeout (net/http lifts
+		// the read deadline once a request without a body is read, so a
+		// long answer is not canceled by it); each
+		// write of an answer has WriteTimeout (the Handler's, renewed as
+		// it progresses); an idle connection is closed after IdleTimeout.
+		ReadHeaderTimeout: o.RequestTimeout,
+		ReadTimeout:       o.RequestTimeout,
+		IdleTimeout:       o.IdleTimeout,
 		// Requests run on a context of their own: the signal that ends
 		// Run lets them finish (Shutdown) rather than cancel them.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
