@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,8 +100,10 @@ func TestQueueWait(t *testing.T) {
 	}
 
 	// This time the place comes first: freed once the request waits.
-	f = newFixture(t, Config{MaxRequests: 1, QueueWait: time.Minute})
-	f.h.slots <- struct{}{}
+	h := New(Config{Store: f.h.cfg.Store, Meta: f.h.cfg.Meta, Blocks: f.h.cfg.Blocks, MaxRequests: 1, QueueWait: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	h.slots <- struct{}{}
 	type answer struct {
 		resp *http.Response
 		body []byte
@@ -108,7 +111,7 @@ func TestQueueWait(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		resp, err := http.Get(f.block(1, 0))
+		resp, err := http.Get(srv.URL + strings.TrimPrefix(f.block(1, 0), f.url))
 		if err != nil {
 			got <- answer{err: err}
 			return
@@ -118,7 +121,7 @@ func TestQueueWait(t *testing.T) {
 		got <- answer{resp, body, err}
 	}()
 	waitParked(t, "origin.(*Handler).acquire", 1)
-	<-f.h.slots
+	<-h.slots
 	select {
 	case a := <-got:
 		if a.err != nil || a.resp.StatusCode != 200 || !bytes.Equal(a.body, f.data[1]) {
