@@ -82,7 +82,8 @@ func TestPassthroughServesWarmedMember(t *testing.T) {
 func waitNotOpenIn(t *testing.T, pid int, path string) {
 	t.Helper()
 	fds := fmt.Sprintf("/proc/%d/fd", pid)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		ents, err := os.ReadDir(fds)
 		if err != nil {
 			t.Fatal(err)
@@ -94,6 +95,7 @@ func waitNotOpenIn(t *testing.T, pid int, path string) {
 			}
 		}
 		if !open {
+			t.Logf("pid %d closed %s after %v", pid, path, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
