@@ -28,6 +28,10 @@ type backReader struct {
 	*memReader
 	dir   string
 	delay time.Duration // how long Backing takes
+	// entered, if set, is sent to when Backing starts (never blocking),
+	// and hold, if set, is waited for before the delay: a test's hooks.
+	entered chan int
+	hold    chan struct{}
 
 	mu       sync.Mutex
 	backed   map[int]bool
@@ -63,6 +67,17 @@ func (r *backReader) ReadAt(ctx context.Context, i int, p []byte, off int64) (in
 }
 
 func (r *backReader) Backing(ctx context.Context, i int) (*os.File, bool) {
+	select {
+	case r.entered <- i:
+	default:
+	}
+	if r.hold != nil {
+		select {
+		case <-r.hold:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
 	if r.delay > 0 { // a verification that stops when its ctx ends
 		select {
 		case <-time.After(r.delay):
@@ -482,34 +497,76 @@ func TestPassthroughRecheck(t *testing.T) {
 // Backing verifies (the kernel then sends INTERRUPT, and go-fuse cancels
 // the open's ctx) does not cost the open its passthrough.
 func TestPassthroughOpenInterrupted(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
+	bash := requireTool(t, "bash")
 	snap, data := snapshot(t, fixture)
 	ps := paths(t, fixture)
 	big := memberIndex(t, ps, "train/part-000.jsonl")
 	r := newBackReader(t, data, big)
-	r.delay = 600 * time.Millisecond
-	root, dir, _ := mountProbed(t, snap, r)
+	r.entered, r.hold = make(chan int, 1), make(chan struct{})
+	release := sync.OnceFunc(func() { close(r.hold) })
+	t.Cleanup(release)
+	// The verification's own time, from the moment the interrupt has
+	// reached the daemon: a ctx that INTERRUPT cancels ends it at once.
+	r.delay = 200 * time.Millisecond
+	pt := &Passthrough{}
+	opts := testOptions()
+	opts.Passthrough = pt
+	interrupted := make(chan struct{})
+	opts.Logger = slog.New(onMessage{"INTERRUPT", sync.OnceFunc(func() { close(interrupted) })})
+	root := NewRoot(snap, r, opts)
+	var srv *fuse.Server
+	dir, _ := mountWith(t, root, func(dir string, root gofs.InodeEmbedder) (*fuse.Server, error) {
+		s, err := Mount(dir, root, MountOptions{Debug: true}) // go-fuse logs each request it reads
+		srv = s
+		return s, err
+	})
+	probeOn(t, pt, srv)
 
 	// bash handles USR1 (a trap), so the signal is pending during the open
 	// it makes for the redirection, and does not kill it.
-	cmd := exec.Command(bash, "-c", `trap 'echo signalled >&2' USR1; exec 3<"$1"; cat <&3 >/dev/null`, "bash", filepath.Join(dir, ps[big]))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bash, "-c", `trap 'echo signalled >&2' USR1; exec 3<"$1"; cat <&3 >/dev/null`, "bash", filepath.Join(dir, ps[big]))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-r.entered: // bash is in open(2), waiting for the daemon
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Backing not asked for the open in 30 s (stderr %q)", stderr.String())
+	}
 	cmd.Process.Signal(syscall.SIGUSR1)
-	time.Sleep(100 * time.Millisecond)
-	cmd.Process.Signal(syscall.SIGUSR1)
+	select {
+	case <-interrupted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no INTERRUPT reached the daemon 30 s after the signal")
+	}
+	release()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("bash: %v: %s", err, stderr.String())
 	}
 	waitReleased(t, root, dir, ps[big])
-	if reads, _, passed := r.counts(big); reads != 0 || passed != 1 {
-		t.Fatalf("an interrupted open: %d ReadAt, %d PassedThrough; want 0, 1 (stderr %q)", reads, passed, stderr.String())
+	if reads, _, passed := r.counts(big); reads != 0 || passed != 1 || !strings.Contains(stderr.String(), "signalled") {
+		t.Fatalf("an interrupted open: %d ReadAt, %d PassedThrough; want 0, 1 (stderr %q, want the trap's line)", reads, passed, stderr.String())
 	}
+}
+
+// onMessage is a slog.Handler that calls f for each record whose message
+// contains sub, and drops every record.
+type onMessage struct {
+	sub string
+	f   func()
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h onMessage) WithGroup(string) slog.Handler            { return h }
+
+func (h onMessage) Handle(_ context.Context, rec slog.Record) error {
+	if strings.Contains(rec.Message, h.sub) {
+		h.f()
+	}
+	return nil
 }

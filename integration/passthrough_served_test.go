@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -49,7 +50,7 @@ func TestPassthroughServesWarmedMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // the first open's backing file lingers a second
+	waitNotOpenIn(t, d.cmd.Process.Pid, p) // the first open's backing file lingers a second
 	if b, err := readFile(t, filepath.Join(dir, rel)); err != nil || !bytes.Equal(b, f.data[rel]) {
 		t.Fatalf("%s after its cache file changed: %d bytes, %v", rel, len(b), err)
 	}
@@ -73,5 +74,32 @@ func TestPassthroughServesWarmedMember(t *testing.T) {
 	}
 	if b, err := os.ReadFile(p); err == nil && !bytes.Equal(b, f.data[rel]) {
 		t.Error("the changed cache file is still there")
+	}
+}
+
+// waitNotOpenIn waits, at most 30 s, until process pid has no descriptor
+// open on path (its /proc/PID/fd links).
+func waitNotOpenIn(t *testing.T, pid int, path string) {
+	t.Helper()
+	fds := fmt.Sprintf("/proc/%d/fd", pid)
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ents, err := os.ReadDir(fds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open := false
+		for _, e := range ents {
+			if l, _ := os.Readlink(filepath.Join(fds, e.Name())); l == path {
+				open = true
+			}
+		}
+		if !open {
+			t.Logf("pid %d closed %s after %v", pid, path, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still has %s open after 30 s", pid, path)
+		}
 	}
 }

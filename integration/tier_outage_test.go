@@ -49,10 +49,11 @@ func TestTierStoppedMidRead(t *testing.T) {
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("read after the tier stopped: %v, want EIO", err)
 	}
-	// The kernel may ask for the pages in more than one request, each
-	// with its own timeout; far more than the timeout is a hang.
-	if took > 3*readTimeout {
-		t.Fatalf("EIO after %v, want it within about --read-timeout %v", took, readTimeout)
+	// README and docs/cluster.md: a tier that is down is EIO within
+	// --read-timeout, and a read the kernel retries still fails within one
+	// (the block's failure is remembered for 5 s).
+	if took > readTimeout {
+		t.Fatalf("EIO after %v, want it within --read-timeout %v", took, readTimeout)
 	}
 	t.Logf("EIO after %v (--read-timeout %v)", took.Round(time.Millisecond), readTimeout)
 	if rec, _ := os.ReadFile(record); !strings.Contains(string(rec), `"event":"fetch_failed"`) {

@@ -18,8 +18,7 @@ func TestReadaheadHeaderReadsHoldLittle(t *testing.T) {
 		m := e.member(16 * BlockSize)
 		readAt(t, r, m, e.data[m.Digest], 0, 4096)
 	}
-	waitFor(t, func() bool { return r.Stats().ReadaheadBytes > 0 })
-	time.Sleep(100 * time.Millisecond) // every header's readahead has landed
+	waitFor(t, func() bool { return r.Stats().ReadaheadBytes > 0 && aheadLanded(r) })
 	before := r.Stats()
 	t.Logf("after 3 header reads: budget holds %d of %d MiB", before.ReadaheadBytes>>20, before.ReadaheadBudget>>20)
 	m := e.member(64 * BlockSize)
@@ -60,7 +59,7 @@ func TestReadaheadUnalignedReadsFetchOnce(t *testing.T) {
 			if _, err := r.ReadAt(ctx, m, p, off); err != nil && off+BlockSize <= m.Size {
 				t.Fatal(err)
 			}
-			time.Sleep(200 * time.Microsecond) // a reader a little slower than the store
+			waitFor(t, func() bool { return aheadLanded(r) }) // a reader slower than the store
 		}
 		st := r.Stats()
 		t.Logf("MemBytes %d MiB: %d blocks fetched for %d (%d requests), mem hits %d", mem>>20, st.NetworkFetches, nb, st.Requests, st.MemHits)
@@ -68,4 +67,18 @@ func TestReadaheadUnalignedReadsFetchOnce(t *testing.T) {
 			t.Errorf("MemBytes %d MiB: %d blocks fetched for %d: blocks read ahead were fetched again", mem>>20, st.NetworkFetches, nb)
 		}
 	}
+}
+
+// aheadLanded reports whether every block the readahead budget holds has
+// finished loading: what a reader slower than the store finds at its next
+// read.
+func aheadLanded(r *Reader) bool {
+	r.budget.mu.Lock()
+	defer r.budget.mu.Unlock()
+	for _, h := range r.budget.held {
+		if !isDone(h.c) {
+			return false
+		}
+	}
+	return true
 }

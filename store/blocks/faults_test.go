@@ -99,16 +99,18 @@ func TestLimiterShared(t *testing.T) {
 	if d := time.Since(start); d < 4*20*time.Millisecond {
 		t.Fatalf("5 requests after a throttled answer started within %v", d)
 	}
-	// A slot past the deadline is refused at once.
+	// A slot past the deadline is refused at once. Throttled answers
+	// once each gap has passed halve the rate again, up to a gap of
+	// 160ms; the next slot is then further off than the deadline.
+	waitFor(t, func() bool {
+		l.throttled()
+		return l.limited() >= 160*time.Millisecond
+	})
+	l.wait(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	for range 3 {
-		l.throttled()
-		time.Sleep(l.limited())
-	}
-	l.wait(context.Background())
-	if err := l.wait(ctx); !errors.Is(err, errNoSlot) && !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("wait past the deadline: %v", err)
+	if err := l.wait(ctx); !errors.Is(err, errNoSlot) {
+		t.Fatalf("wait past the deadline: %v, want errNoSlot", err)
 	}
 	for range 100 {
 		l.ok()
@@ -130,7 +132,8 @@ func TestJoinerGetsFreshAttempt(t *testing.T) {
 		first <- err
 	}()
 	waitFor(t, func() bool { return len(e.store.requests()) == 1 })
-	time.Sleep(2 * time.Millisecond) // a later read: a later deadline
+	sent := time.Now()
+	waitFor(t, func() bool { return time.Now().After(sent) }) // a later read: a later deadline
 	joined := make(chan error, 1)
 	p := make([]byte, BlockSize)
 	go func() {
@@ -361,7 +364,8 @@ func TestOwedEventRecordedOnce(t *testing.T) {
 		reporting.Add(1)
 		<-release
 	}
-	var served atomic.Int32
+	var served, early atomic.Int32
+	var released atomic.Bool
 	errs := make(chan error, 4)
 	for range cap(errs) {
 		go func() {
@@ -370,20 +374,34 @@ func TestOwedEventRecordedOnce(t *testing.T) {
 			if err == nil && !bytes.Equal(p, e.data[m.Digest][BlockSize:BlockSize+10]) {
 				err = errors.New("wrong bytes")
 			}
+			if !released.Load() {
+				early.Add(1)
+			}
 			served.Add(1)
 			errs <- err
 		}()
 	}
 	waitFor(t, func() bool { return reporting.Load() == 1 })
-	time.Sleep(20 * time.Millisecond) // the other reads arrive and must wait
+	// Every read is in settle: one recording the event, three waiting
+	// for it (or one returned already, which the check below catches).
+	waitFor(t, func() bool { return parked("blocks.(*Reader).settle") == cap(errs) || served.Load() > 0 })
 	if n := served.Load(); n != 0 {
 		t.Fatalf("%d reads returned while their block's event was being recorded", n)
 	}
+	released.Store(true)
 	unblock()
 	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Fatalf("ReadAt once the event could be recorded: %v", err)
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("ReadAt once the event could be recorded: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("reads still waiting 30 s after the event was recorded")
 		}
+	}
+	if n := early.Load(); n != 0 {
+		t.Fatalf("%d reads returned while their block's event was being recorded", n)
 	}
 	if evs := e.rec.all(); len(evs) != 1 || evs[0].Kind != KindMismatch || evs[0].Off != BlockSize {
 		t.Fatalf("events %+v; want the owed mismatch, once", evs)

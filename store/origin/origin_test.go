@@ -2,7 +2,10 @@ package origin
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,16 +84,50 @@ func TestRefusals(t *testing.T) {
 }
 
 // TestQueueWait: a request finding MaxRequests in flight waits for a
-// place, up to QueueWait, then gets 503.
+// place, up to QueueWait, then gets 503; a place freed while it waits is
+// its own.
 func TestQueueWait(t *testing.T) {
-	f := newFixture(t, Config{MaxRequests: 1, QueueWait: 300 * time.Millisecond})
+	const wait = 300 * time.Millisecond
+	f := newFixture(t, Config{MaxRequests: 1, QueueWait: wait})
 	f.h.slots <- struct{}{} // one request in flight
+	start := time.Now()
 	resp, _ := get(t, f.block(1, 0), "")
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("no place: %s, want 503 with Retry-After", resp.Status)
 	}
-	time.AfterFunc(100*time.Millisecond, func() { <-f.h.slots })
-	if resp, body := get(t, f.block(1, 0), ""); resp.StatusCode != 200 || !bytes.Equal(body, f.data[1]) {
-		t.Fatalf("a place freed while waiting: %s, want the block", resp.Status)
+	if took := time.Since(start); took < wait {
+		t.Fatalf("503 after %v, want it after waiting QueueWait %v", took, wait)
+	}
+
+	// This time the place comes first: freed once the request waits.
+	h := New(Config{Store: f.h.cfg.Store, Meta: f.h.cfg.Meta, Blocks: f.h.cfg.Blocks, MaxRequests: 1, QueueWait: time.Minute})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	h.slots <- struct{}{}
+	type answer struct {
+		resp *http.Response
+		body []byte
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + strings.TrimPrefix(f.block(1, 0), f.url))
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		got <- answer{resp, body, err}
+	}()
+	waitParked(t, "origin.(*Handler).acquire", 1)
+	<-h.slots
+	select {
+	case a := <-got:
+		if a.err != nil || a.resp.StatusCode != 200 || !bytes.Equal(a.body, f.data[1]) {
+			t.Fatalf("a place freed while waiting: %v %v, want the block", a.resp, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a place freed while waiting: no answer after 30 s")
 	}
 }

@@ -71,20 +71,31 @@ func TestWorkersIdleExit(t *testing.T) {
 			for j := range 200 {
 				w.do(func() { ran.Add(1) })
 				if (i+j)%7 == 0 {
-					time.Sleep(time.Millisecond) // let some workers time out
+					// A caller's pause, the load this test is about: idle
+					// workers time out while other calls claim them.
+					time.Sleep(time.Millisecond)
 				}
 			}
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ran %d calls of %d in 30 s: a call waits for a worker that left", ran.Load(), 8*200)
+	}
 	if n := ran.Load(); n != 8*200 {
 		t.Fatalf("ran %d calls, want %d", n, 8*200)
 	}
-	time.Sleep(100 * time.Millisecond)
-	w.mu.Lock()
-	idle := w.idle
-	w.mu.Unlock()
-	if idle != 0 {
-		t.Fatalf("%d workers still idle %v after the last call, want all gone", idle, 100*time.Millisecond)
+	idle := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.idle
+	}
+	for deadline := time.Now().Add(10 * time.Second); idle() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still idle 10 s after the last call (idle for %v), want all gone", idle(), w.idleFor)
+		}
 	}
 }
