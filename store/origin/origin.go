@@ -32,7 +32,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +57,8 @@ type Config struct {
 	// and a 503 makes it back off: waiting a little is the cheaper answer.
 	MaxRequests int
 	QueueWait   time.Duration
-	// Snapshots bounds the snapshots kept loaded (default 16).
+	// Snapshots bounds the snapshots kept loaded (default 16; see
+	// snapshots for the other bounds of block URLs).
 	Snapshots int
 	Log       *slog.Logger
 	// Registerer receives the metrics (nil: a registry of the Handler's own).
@@ -71,20 +71,11 @@ type Handler struct {
 	slots chan struct{}
 	reg   *prometheus.Registry
 
-	mu    sync.Mutex
-	snaps map[verify.Digest]*snapLoad
-	order []verify.Digest // least recently loaded first
+	snaps *snapshots
 
 	requests *prometheus.CounterVec
 	served   *prometheus.CounterVec
 	inflight prometheus.Gauge
-}
-
-// snapLoad is one load of a snapshot, shared by the requests that wait.
-type snapLoad struct {
-	done chan struct{}
-	snap *verify.Snapshot
-	err  error
 }
 
 // New returns the Handler of cfg.
@@ -101,7 +92,7 @@ func New(cfg Config) *Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxRequests), snaps: map[verify.Digest]*snapLoad{}}
+	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxRequests), snaps: newSnapshots(cfg)}
 	h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pinfs_origin_requests_total",
 		Help: "Requests answered, by kind of URL and status code."}, []string{"kind", "code"})
 	h.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pinfs_origin_bytes_total",

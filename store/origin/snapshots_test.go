@@ -1,0 +1,424 @@
+package origin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/localstore"
+	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/store/tier"
+	"github.com/pinfs/pinfs/verify"
+	"github.com/pinfs/pinfs/verify/b3"
+	"github.com/pinfs/pinfs/verify/verifytest"
+)
+
+// snapFixture is an origin over a local store holding n snapshots, each
+// of an empty member (0) and a small one (1) of a path of its own, so
+// that every snapshot has a table of its own.
+type snapFixture struct {
+	url, metaDir string
+	h            *Handler
+	snaps        []verify.Digest
+	ms           [][]verify.Member
+	st           *countingStore
+	log          *syncBuffer
+}
+
+// newSnapFixture builds the fixture; wrap, if set, wraps the Getter the
+// origin loads snapshots from.
+func newSnapFixture(t *testing.T, n int, cfg Config, wrap func(verify.Getter) verify.Getter) *snapFixture {
+	t.Helper()
+	ctx := context.Background()
+	ls, err := localstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &snapFixture{metaDir: filepath.Join(t.TempDir(), "meta"), st: &countingStore{Store: ls}, log: &syncBuffer{}}
+	small := make([]byte, 3000)
+	rand.Read(small)
+	sum := b3.Of(small)
+	if _, err := ls.PutCAS(ctx, sum.String(), bytes.NewReader(small), int64(len(small))); err != nil {
+		t.Fatal(err)
+	}
+	empty := b3.Of(nil)
+	if _, err := ls.PutCAS(ctx, empty.String(), bytes.NewReader(nil), 0); err != nil {
+		t.Fatal(err)
+	}
+	for k := range n {
+		ms := []verify.Member{
+			{ID: "a/empty", Path: "a/empty", Size: 0, Digest: empty.String(), CAS: empty.String()},
+			{ID: fmt.Sprintf("b/%d", k), Path: fmt.Sprintf("b/%d", k), Size: int64(len(small)), Digest: sum.String(), CAS: sum.String()},
+		}
+		d, _, _, err := verifytest.PutSnapshot(ctx, ls, ms, verify.Manifest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.snaps, f.ms = append(f.snaps, d), append(f.ms, ms)
+	}
+	var meta verify.Getter = metacache.New(f.metaDir, ls)
+	br, err := blocks.New(blocks.Config{Objects: ls, Outboards: meta.(*metacache.Cache), MemBytes: 16 << 20,
+		ReadaheadMax: -1, ReadTimeout: 5 * time.Second, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { br.Close() })
+	if wrap != nil {
+		meta = wrap(meta)
+	}
+	cfg.Store, cfg.Meta, cfg.Blocks = f.st, meta, br
+	cfg.Log = slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelError}))
+	f.h = New(cfg)
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	f.url = srv.URL
+	return f
+}
+
+// block returns the URL of block k of member i of snapshot s, under the
+// digest hexd ("" for the member's own).
+func (f *snapFixture) block(s, i int, k int64, hexd string) string {
+	if hexd == "" {
+		d, _ := b3.Parse(f.ms[s][i].Digest)
+		hexd = d.Hex()
+	}
+	b := tier.Block{Hex: hexd, Index: k, Snapshot: string(f.snaps[s]), Member: i}
+	return f.url + "/" + b.Path() + "?" + b.Query()
+}
+
+// madeUp returns a digest no member has.
+func madeUp() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// countingStore counts the manifests opened in its store.
+type countingStore struct {
+	store.Store
+	mu    sync.Mutex
+	opens int
+}
+
+func (c *countingStore) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	if strings.HasPrefix(key, "manifests/") {
+		c.mu.Lock()
+		c.opens++
+		c.mu.Unlock()
+	}
+	return c.Store.(opener).Open(ctx, key)
+}
+
+func (c *countingStore) manifestOpens() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.opens
+}
+
+// gate is a Getter whose manifest reads (the start of every load) wait
+// for open to be closed, or for their context to end, counting them.
+type gate struct {
+	verify.Getter
+	open     chan struct{}
+	canceled chan struct{} // a send per manifest read ended by its context
+
+	mu             sync.Mutex
+	in, max, reads int
+}
+
+func newGate(g verify.Getter) *gate {
+	return &gate{Getter: g, open: make(chan struct{}), canceled: make(chan struct{}, 64)}
+}
+
+func (g *gate) Get(ctx context.Context, key string) ([]byte, error) {
+	if strings.HasPrefix(key, "manifests/") {
+		g.mu.Lock()
+		g.in++
+		g.reads++
+		g.max = max(g.max, g.in)
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			g.in--
+			g.mu.Unlock()
+		}()
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			g.canceled <- struct{}{}
+			return nil, ctx.Err()
+		}
+	}
+	return g.Getter.Get(ctx, key)
+}
+
+func (g *gate) counts() (in, most, reads int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.in, g.max, g.reads
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// mappingsUnder counts this process's mappings of files under dir.
+func mappingsUnder(t testing.TB, dir string) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond every millisecond for at most 10 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// mappingsPerTable bounds the mappings of one table: a section each.
+const mappingsPerTable = 8
+
+// TestEvictionUnmaps: block URLs with made-up digests over more snapshots
+// than the origin keeps load each, and each one dropped is unmapped: the
+// mappings of the index files stay those of the snapshots kept.
+func TestEvictionUnmaps(t *testing.T) {
+	const keep = 2
+	f := newSnapFixture(t, 8, Config{Snapshots: keep}, nil)
+	for round := range 3 {
+		for s := range f.snaps {
+			if resp, _ := get(t, f.block(s, 1, 0, madeUp()), ""); resp.StatusCode != 404 {
+				t.Fatalf("made-up digest: %s", resp.Status)
+			}
+			// A new ordinal each round: the member cache does not answer.
+			f.h.snaps.members.Clear()
+		}
+		kept, loading, open := f.h.snaps.stats()
+		if n := mappingsUnder(t, f.metaDir); n > keep*mappingsPerTable || open > keep || kept > keep || loading != 0 {
+			t.Fatalf("round %d: %d mappings of index files, %d snapshots open, %d kept, %d loading; want at most %d tables (%d mappings)",
+				round, n, open, kept, loading, keep, keep*mappingsPerTable)
+		}
+	}
+	if n := mappingsUnder(t, f.metaDir); n == 0 {
+		t.Fatal("no mapping of an index at all: the test measures nothing")
+	}
+}
+
+// TestReferenceKeepsTableMapped: a snapshot a request holds stays mapped
+// and readable after the cache dropped it, and is unmapped at release.
+func TestReferenceKeepsTableMapped(t *testing.T) {
+	ctx := context.Background()
+	f := newSnapFixture(t, 3, Config{Snapshots: 1}, nil)
+	s0, release0, err := f.h.snaps.get(ctx, f.snaps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.snaps[1:] {
+		_, release, err := f.h.snaps.get(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	if got := s0.Table().Path(1); got != "b/0" {
+		t.Fatalf("held snapshot after eviction: path %q", got)
+	}
+	held := mappingsUnder(t, f.metaDir)
+	if _, _, open := f.h.snaps.stats(); open != 2 {
+		t.Fatalf("%d snapshots open, want 2 (the one held, the one kept)", open)
+	}
+	release0()
+	if _, _, open := f.h.snaps.stats(); open != 1 {
+		t.Fatalf("%d snapshots open after release, want 1", open)
+	}
+	if n := mappingsUnder(t, f.metaDir); n >= held {
+		t.Fatalf("%d mappings after release, %d before: the released table is still mapped", n, held)
+	}
+}
+
+// TestLoadsAreBounded: loads of many snapshots at once run maxLoads at a
+// time, and all finish.
+func TestLoadsAreBounded(t *testing.T) {
+	var g *gate
+	f := newSnapFixture(t, 3*maxLoads, Config{}, func(m verify.Getter) verify.Getter { g = newGate(m); return g })
+	errs := make(chan error, len(f.snaps))
+	for _, d := range f.snaps {
+		go func() {
+			_, release, err := f.h.snaps.get(context.Background(), d)
+			if err == nil {
+				release()
+			}
+			errs <- err
+		}()
+	}
+	eventually(t, "every load started", func() bool { _, loading, _ := f.h.snaps.stats(); return loading == len(f.snaps) })
+	eventually(t, "maxLoads loads running", func() bool { in, _, _ := g.counts(); return in == maxLoads })
+	close(g.open)
+	for range f.snaps {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, most, reads := g.counts(); most != maxLoads || reads != len(f.snaps) {
+		t.Fatalf("%d loads at once at most (want %d), %d manifest reads (want %d)", most, maxLoads, reads, len(f.snaps))
+	}
+}
+
+// TestAbandonedLoadIsCanceled: a load goes on while one of its requests
+// waits, and is canceled when the last one's client goes away.
+func TestAbandonedLoadIsCanceled(t *testing.T) {
+	var g *gate
+	f := newSnapFixture(t, 2, Config{}, func(m verify.Getter) verify.Getter { g = newGate(m); return g })
+	ask := func(ctx context.Context, s int) chan error {
+		done := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", f.block(s, 1, 0, ""), nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					err = fmt.Errorf("%s", resp.Status)
+				}
+			}
+			done <- err
+		}()
+		return done
+	}
+	// Two requests for snapshot 0; the first goes away, the load goes on.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := ask(ctx1, 0)
+	eventually(t, "the load started", func() bool { in, _, _ := g.counts(); return in == 1 })
+	second := ask(context.Background(), 0)
+	eventually(t, "the second request waits", func() bool {
+		f.h.snaps.mu.Lock()
+		defer f.h.snaps.mu.Unlock()
+		e := f.h.snaps.loading[f.snaps[0]]
+		return e != nil && e.waiters == 2
+	})
+	cancel1()
+	<-first
+	eventually(t, "the first request left", func() bool {
+		f.h.snaps.mu.Lock()
+		defer f.h.snaps.mu.Unlock()
+		return f.h.snaps.loading[f.snaps[0]].waiters == 1
+	})
+	// Snapshot 1's only client goes away: its load is canceled.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	third := ask(ctx3, 1)
+	eventually(t, "the second load started", func() bool { in, _, _ := g.counts(); return in == 2 })
+	cancel3()
+	<-third
+	select {
+	case <-g.canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the load of a snapshot no one waits for still runs after 10 s")
+	}
+	close(g.open)
+	if err := <-second; err != nil {
+		t.Fatalf("the request that stayed: %v", err)
+	}
+	if n := len(g.canceled); n != 0 {
+		t.Fatalf("%d more loads canceled: the one a request still waited for was", n)
+	}
+}
+
+// TestUnknownSnapshotStartsNoLoad: a hint naming a snapshot the store does
+// not hold costs one look in the store, then none for a while, and never
+// a load.
+func TestUnknownSnapshotStartsNoLoad(t *testing.T) {
+	var g *gate
+	f := newSnapFixture(t, 1, Config{}, func(m verify.Getter) verify.Getter { g = newGate(m); return g })
+	close(g.open)
+	unknown := "sha256:" + madeUp()
+	url := strings.Replace(f.block(0, 1, 0, ""), url2q(string(f.snaps[0])), url2q(unknown), 1)
+	for range 3 {
+		if resp, body := get(t, url, ""); resp.StatusCode != 404 {
+			t.Fatalf("unknown snapshot: %s %s", resp.Status, body)
+		}
+	}
+	if _, _, reads := g.counts(); reads != 0 {
+		t.Fatalf("%d loads started for a snapshot the store does not hold", reads)
+	}
+	if n := f.st.manifestOpens(); n != 1 {
+		t.Fatalf("the store was asked %d times for the unknown manifest, want once", n)
+	}
+	// A known one is loaded.
+	if resp, _ := get(t, f.block(0, 1, 0, ""), ""); resp.StatusCode != 200 {
+		t.Fatalf("known snapshot: %s", resp.Status)
+	}
+}
+
+func url2q(s string) string { return strings.ReplaceAll(s, ":", "%3A") }
+
+// TestEmptyMemberAndHugeIndexRefused: an empty member has no block, and a
+// block index whose offset does not fit in 63 bits (from 2^43, the URL
+// allows 13 digits) is past the end: 404, with no panic and nothing logged
+// as an error. A longer index is no block URL (400).
+func TestEmptyMemberAndHugeIndexRefused(t *testing.T) {
+	f := newSnapFixture(t, 1, Config{}, nil)
+	for url, code := range map[string]int{
+		f.block(0, 0, 0, ""):             404, // the empty member
+		f.block(0, 1, 1, ""):             404, // past the end of the small one
+		f.block(0, 1, 1<<43, ""):         404,
+		f.block(0, 1, 9000000000000, ""): 404,
+		f.block(0, 1, 9999999999999, ""): 404,
+		f.block(0, 1, 1<<62, ""):         400,
+	} {
+		resp, body := get(t, url, "")
+		if resp.StatusCode != code || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: %s %s, want %d", url, resp.Status, body, code)
+		}
+	}
+	if resp, _ := get(t, f.block(0, 1, 0, ""), ""); resp.StatusCode != 200 {
+		t.Fatalf("block 0 of the small member: %s", resp.Status)
+	}
+	if s := f.log.String(); s != "" {
+		t.Fatalf("logged as errors:\n%s", s)
+	}
+}
