@@ -41,7 +41,8 @@ type snapFixture struct {
 }
 
 // newSnapFixture builds the fixture; wrap, if set, wraps the Getter the
-// origin loads snapshots from.
+// origin loads snapshots from. A gate it makes is released when the
+// test ends, before the server closes.
 func newSnapFixture(t *testing.T, n int, cfg Config, wrap func(verify.Getter) verify.Getter) *snapFixture {
 	t.Helper()
 	ctx := context.Background()
@@ -87,6 +88,9 @@ func newSnapFixture(t *testing.T, n int, cfg Config, wrap func(verify.Getter) ve
 	srv := httptest.NewServer(f.h)
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
+	if g, ok := meta.(*gate); ok {
+		t.Cleanup(g.release)
+	}
 	return f
 }
 
@@ -135,6 +139,7 @@ func (c *countingStore) manifestOpens() int {
 type gate struct {
 	verify.Getter
 	open     chan struct{}
+	once     sync.Once
 	canceled chan struct{} // a send per manifest read ended by its context
 
 	mu             sync.Mutex
@@ -166,6 +171,9 @@ func (g *gate) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	return g.Getter.Get(ctx, key)
 }
+
+// release lets every manifest read go on.
+func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
 func (g *gate) counts() (in, most, reads int) {
 	g.mu.Lock()
@@ -298,7 +306,7 @@ func TestLoadsAreBounded(t *testing.T) {
 	}
 	eventually(t, "every load started", func() bool { _, loading, _ := f.h.snaps.stats(); return loading == len(f.snaps) })
 	eventually(t, "maxLoads loads running", func() bool { in, _, _ := g.counts(); return in == maxLoads })
-	close(g.open)
+	g.release()
 	for range f.snaps {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
@@ -359,7 +367,7 @@ func TestAbandonedLoadIsCanceled(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the load of a snapshot no one waits for still runs after 10 s")
 	}
-	close(g.open)
+	g.release()
 	if err := <-second; err != nil {
 		t.Fatalf("the request that stayed: %v", err)
 	}
@@ -374,7 +382,7 @@ func TestAbandonedLoadIsCanceled(t *testing.T) {
 func TestUnknownSnapshotStartsNoLoad(t *testing.T) {
 	var g *gate
 	f := newSnapFixture(t, 1, Config{}, func(m verify.Getter) verify.Getter { g = newGate(m); return g })
-	close(g.open)
+	g.release()
 	unknown := "sha256:" + madeUp()
 	url := strings.Replace(f.block(0, 1, 0, ""), url2q(string(f.snaps[0])), url2q(unknown), 1)
 	for range 3 {
