@@ -351,10 +351,14 @@ func TestAbandonedLoadIsCanceled(t *testing.T) {
 	})
 	cancel1()
 	<-first
+	if _, _, reads := g.counts(); len(g.canceled) != 0 || reads != 1 {
+		t.Fatalf("the load was canceled (or started again: %d reads) when one of its two requests left", reads)
+	}
 	eventually(t, "the first request left", func() bool {
 		f.h.snaps.mu.Lock()
 		defer f.h.snaps.mu.Unlock()
-		return f.h.snaps.loading[f.snaps[0]].waiters == 1
+		e := f.h.snaps.loading[f.snaps[0]]
+		return e == nil || e.waiters == 1
 	})
 	// Snapshot 1's only client goes away: its load is canceled.
 	ctx3, cancel3 := context.WithCancel(context.Background())
