@@ -434,3 +434,29 @@ func TestEmptyMemberAndHugeIndexRefused(t *testing.T) {
 		t.Fatalf("logged as errors:\n%s", s)
 	}
 }
+
+// TestMembersOutliveTheirSnapshot: a member looked up once is answered
+// by snapshot and ordinal without loading its snapshot again, and so is
+// an ordinal past the end of a snapshot loaded once.
+func TestMembersOutliveTheirSnapshot(t *testing.T) {
+	var g *gate
+	f := newSnapFixture(t, 2, Config{Snapshots: 1}, func(m verify.Getter) verify.Getter { g = newGate(m); return g })
+	g.release()
+	for _, c := range []struct {
+		url   string
+		code  int
+		loads int
+	}{
+		{f.block(0, 1, 0, ""), 200, 1},
+		{f.block(1, 1, 0, ""), 200, 2}, // drops snapshot 0
+		{f.block(0, 1, 0, ""), 200, 2},
+		{f.block(0, 1, 0, madeUp()), 404, 2},
+		{strings.Replace(f.block(0, 1, 0, ""), "member=1", "member=2", 1), 404, 2},
+		{f.block(0, 0, 0, madeUp()), 404, 3}, // a member not looked up yet
+	} {
+		resp, body := get(t, c.url, "")
+		if _, _, reads := g.counts(); resp.StatusCode != c.code || reads != c.loads {
+			t.Fatalf("GET %s: %s %s after %d loads; want %d after %d", c.url, resp.Status, body, reads, c.code, c.loads)
+		}
+	}
+}
