@@ -122,6 +122,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	switch path {
 	case tier.ReadyPath:
+		if err := canLoad(); err != nil {
+			h.refuse(w, kindOther, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		io.WriteString(w, "ready\n")
 		return

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -458,5 +459,21 @@ func TestMembersOutliveTheirSnapshot(t *testing.T) {
 		if _, _, reads := g.counts(); resp.StatusCode != c.code || reads != c.loads {
 			t.Fatalf("GET %s: %s %s after %d loads; want %d after %d", c.url, resp.Status, body, reads, c.code, c.loads)
 		}
+	}
+}
+
+// TestNotReadyWhenItCannotMap: an origin that cannot map a page (out of
+// mappings or memory) is not ready, and is again once it can.
+func TestNotReadyWhenItCannotMap(t *testing.T) {
+	f := newSnapFixture(t, 1, Config{}, nil)
+	old := anonMmap
+	anonMmap = func(int, int64, int, int, int) ([]byte, error) { return nil, syscall.ENOMEM }
+	resp, body := get(t, f.url+"/"+tier.ReadyPath, "")
+	anonMmap = old
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("ready while mmap fails: %s %s", resp.Status, body)
+	}
+	if resp, body := get(t, f.url+"/"+tier.ReadyPath, ""); resp.StatusCode != 200 {
+		t.Fatalf("not ready once mmap works: %s %s", resp.Status, body)
 	}
 }
