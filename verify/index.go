@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -61,26 +62,49 @@ func indexerOf(g Getter) *indexer {
 }
 
 // open returns the checked snapshot from the index of m's table, or nil
-// when there is none to use.
-func (ix *indexer) open(g Getter, m *Manifest) *Checked {
+// when there is none to use. Only an index that fails a check (its
+// header, digests, sizes, ownership) is removed and rebuilt: one the
+// process cannot open or map for want of memory, mappings or files
+// (exhausted) is as good as it was, and Fetch fails rather than read the
+// table, which would need more of what is short; one that cannot be read
+// for another reason of the system is left, and the table read instead.
+func (ix *indexer) open(g Getter, m *Manifest) (*Checked, error) {
 	if ix == nil {
-		return nil
+		return nil, nil
 	}
 	td, _ := m.Members.Digest()
 	path := filepath.Join(ix.dir, indexName(td))
 	l, h, err := openIndex(ix.dir, m)
+	var errno syscall.Errno
 	switch {
 	case err == nil:
 		t := &Table{n: int(h.members), sorted: h.sorted, idsArePaths: h.idsArePaths, dirs: int(h.dirs)}
 		t.cur.Store(l)
 		t.repair = repairer(g, m, ix.log, path)
 		// Only a table without problems is indexed.
-		return &Checked{Manifest: m, Table: t}
-	case !errors.Is(err, errNoIndex):
+		return &Checked{Manifest: m, Table: t}, nil
+	case errors.Is(err, errNoIndex):
+	case exhausted(err):
+		return nil, fmt.Errorf("member table index %s: %w", path, err)
+	case errors.As(err, &errno):
+		ix.log.Warn("member table index cannot be read: reading the table", "index", path, "reason", err.Error())
+	default:
 		ix.log.Warn("member table index not used: rebuilding it from the table", "index", path, "reason", err.Error())
 		os.RemoveAll(path)
 	}
-	return nil
+	return nil, nil
+}
+
+// exhausted reports whether err is the system's refusal for want of
+// memory, mappings, file descriptors or locked pages: a condition that
+// passes, and says nothing of the file.
+func exhausted(err error) bool {
+	for _, e := range []error{syscall.ENOMEM, syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // sink returns where to build the table td of size bytes (-1 unknown)
@@ -106,8 +130,13 @@ func (ix *indexer) done(s sink, c *Checked, err error) {
 	if !ok {
 		return
 	}
-	if err != nil || len(c.Problems) > 0 {
+	if err != nil {
 		fs.abort()
+		fs.unmap()
+		return
+	}
+	if len(c.Problems) > 0 {
+		fs.abort() // the Table is the caller's: Load closes it
 		return
 	}
 	if err := fs.commit(); err != nil {

@@ -188,7 +188,7 @@ func (s *fileSink) mapSection(k sec) ([]byte, error) {
 	if s.maps[k] != nil || s.written[k] == 0 {
 		return s.maps[k], nil
 	}
-	b, err := unix.Mmap(int(s.f[k].Fd()), 0, int(s.written[k]), unix.PROT_READ, unix.MAP_SHARED)
+	b, err := mmap(int(s.f[k].Fd()), 0, int(s.written[k]), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", secFiles[k], err)
 	}
@@ -219,6 +219,9 @@ func (s *fileSink) finish(h *header) (*layout, error) {
 			return nil, err
 		}
 		l.b[k] = b // written and hashed by this process: trusted as it is
+		if b != nil {
+			l.maps = append(l.maps, b)
+		}
 	}
 	hf, err := os.OpenFile(filepath.Join(s.tmp, headerFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
@@ -276,6 +279,17 @@ func (s *fileSink) closeFiles() {
 		if f != nil {
 			f.Close()
 			s.f[k] = nil
+		}
+	}
+}
+
+// unmap unmaps the sections mapped for a table whose check failed: no
+// Table holds them.
+func (s *fileSink) unmap() {
+	for k, b := range s.maps {
+		if b != nil {
+			munmap(b)
+			s.maps[k] = nil
 		}
 	}
 }

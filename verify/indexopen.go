@@ -48,10 +48,19 @@ func openIndex(dir string, m *Manifest) (*layout, *header, error) {
 		return nil, nil, err
 	}
 	l := &layout{}
+	ok := false
+	defer func() {
+		if !ok {
+			l.unmap()
+		}
+	}()
 	for s := range nsec {
 		b, err := mapAt(dfd, secFiles[s], h.lens[s])
 		if err != nil {
 			return nil, nil, err
+		}
+		if b != nil {
+			l.maps = append(l.maps, b)
 		}
 		l.b[s], l.sums[s] = b, h.sums[s]
 		l.done[s] = make([]atomic.Uint64, (len(h.sums[s])+63)/64)
@@ -62,10 +71,11 @@ func openIndex(dir string, m *Manifest) (*layout, *header, error) {
 	if !l.need(secStrs, 0, len(l.b[secStrs])) {
 		return nil, nil, errors.New("interned strings do not match their digest")
 	}
-	var ok bool
-	if l.strs, ok = parseStrs(l.b[secStrs]); !ok || len(l.strs) > maxStrs+1 {
+	var parsed bool
+	if l.strs, parsed = parseStrs(l.b[secStrs]); !parsed || len(l.strs) > maxStrs+1 {
 		return nil, nil, errors.New("interned strings do not parse")
 	}
+	ok = true
 	return l, h, nil
 }
 
@@ -134,7 +144,7 @@ func mapAt(dfd int, name string, n int64) ([]byte, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	b, err := mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", name, err)
 	}

@@ -49,6 +49,7 @@ type layout struct {
 	sums [nsec][]b3.Sum        // chunk digests, nil when built in memory
 	done [nsec][]atomic.Uint64 // chunks verified, by bit
 	strs []string              // the interned strings; strs[0] == ""
+	maps [][]byte              // the sections mapped from files, for unmap
 }
 
 // need reports whether bytes [off, off+n) of section s may be read: they

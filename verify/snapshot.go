@@ -114,8 +114,8 @@ func Fetch(ctx context.Context, g Getter, d Digest) (*Checked, error) {
 		return nil, err
 	}
 	ix := indexerOf(g)
-	if c := ix.open(g, m); c != nil {
-		return c, nil
+	if c, err := ix.open(g, m); c != nil || err != nil {
+		return c, err
 	}
 	if o, ok := g.(Opener); ok {
 		c, err := openTable(ctx, o, m, ix)
@@ -221,5 +221,14 @@ func Load(ctx context.Context, g Getter, d Digest) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.Snapshot()
+	s, err := c.Snapshot()
+	if err != nil {
+		c.Table.Close() // no one else has it
+	}
+	return s, err
 }
+
+// Close unmaps the snapshot's table (Table.Close): only its owner calls
+// it, once no one reads the snapshot. A mount, which holds its snapshot
+// for its whole life, never does.
+func (s *Snapshot) Close() error { return s.table.Close() }

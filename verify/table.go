@@ -21,7 +21,10 @@ import (
 // 16 bytes.
 //
 // A Table is immutable and safe for concurrent use. Strings it returns
-// share its memory and stay valid for the life of the process.
+// share its memory: they stay valid until Close, which a table held for
+// the life of the process (a mount's) never needs; one that is dropped
+// before (the origin's) is closed once no one reads it, and what outlives
+// that is copied first (strings.Clone).
 type Table struct {
 	cur atomic.Pointer[layout]
 	n   int
@@ -37,7 +40,9 @@ type Table struct {
 	// repair, set for a mapped table, rebuilds the layout when a chunk of
 	// the index fails its digest after the index was opened.
 	repair   func() (*layout, error)
-	repairMu sync.Mutex
+	repairMu sync.Mutex // guards old, closed and the repair
+	old      []*layout  // layouts replaced by a repair, unmapped at Close
+	closed   bool
 }
 
 // rec flags of an open record.
@@ -77,6 +82,8 @@ func (t *Table) damaged(l *layout) *layout {
 	if err != nil {
 		panic(fmt.Sprintf("pinfs: the index of a member table is damaged and the table cannot be read again: %v", err))
 	}
+	// Strings of l may still be in use: l stays mapped until Close.
+	t.old = append(t.old, l)
 	t.cur.Store(nl)
 	return nl
 }

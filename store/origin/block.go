@@ -13,29 +13,30 @@ import (
 )
 
 // block answers a block URL: the hint's snapshot must be in the store and
-// name the URL's digest at the hint's ordinal.
+// name the URL's digest at the hint's ordinal. What that costs before
+// anything is verified is bounded by snapshots.
 func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
 	b, err := tier.ParseBlock(path, r.URL.Query())
 	if err != nil {
 		h.refuse(w, kindBlock, http.StatusBadRequest, err.Error())
 		return
 	}
-	snap, err := h.snapshot(r.Context(), verify.Digest(b.Snapshot))
+	m, err := h.snaps.member(r.Context(), verify.Digest(b.Snapshot), b.Member)
+	if errors.Is(err, errNoMember) {
+		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("snapshot %s has no member %d", b.Snapshot, b.Member))
+		return
+	}
 	if err != nil {
 		h.failed(w, kindBlock, "snapshot "+b.Snapshot, err)
 		return
 	}
-	t := snap.Table()
-	if b.Member >= t.Len() {
-		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("snapshot %s has no member %d", b.Snapshot, b.Member))
-		return
-	}
-	m := t.Member(b.Member)
 	if m.Digest != b3.Prefix+b.Hex {
 		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("member %d of snapshot %s is not %s%s", b.Member, b.Snapshot, b3.Prefix, b.Hex))
 		return
 	}
-	if b.Index*tier.BlockSize >= max(m.Size, 1) {
+	// Blocks are counted, not multiplied: an index near 2^63 / BlockSize
+	// must not overflow into a negative offset. An empty member has none.
+	if b.Index < 0 || b.Index >= (m.Size+tier.BlockSize-1)/tier.BlockSize {
 		h.refuse(w, kindBlock, http.StatusNotFound, fmt.Sprintf("member %s%s of %d bytes has no block %d", b3.Prefix, b.Hex, m.Size, b.Index))
 		return
 	}

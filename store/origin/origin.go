@@ -45,7 +45,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,7 +71,8 @@ type Config struct {
 	// and a 503 makes it back off: waiting a little is the cheaper answer.
 	MaxRequests int
 	QueueWait   time.Duration
-	// Snapshots bounds the snapshots kept loaded (default 16).
+	// Snapshots bounds the snapshots kept loaded (default 16; see
+	// snapshots for the other bounds of block URLs).
 	Snapshots int
 	// TableDir is where the origin keeps verified copies of the member
 	// tables it serves, and serves them from ("": nowhere; every table is
@@ -103,21 +103,11 @@ type Handler struct {
 
 	tables    *tableCopies
 	manifests *budget
-
-	mu    sync.Mutex
-	snaps map[verify.Digest]*snapLoad
-	order []verify.Digest // least recently loaded first
+	snaps     *snapshots
 
 	requests *prometheus.CounterVec
 	served   *prometheus.CounterVec
 	inflight prometheus.Gauge
-}
-
-// snapLoad is one load of a snapshot, shared by the requests that wait.
-type snapLoad struct {
-	done chan struct{}
-	snap *verify.Snapshot
-	err  error
 }
 
 // New returns the Handler of cfg.
@@ -143,7 +133,7 @@ func New(cfg Config) *Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxRequests), snaps: map[verify.Digest]*snapLoad{},
+	h := &Handler{cfg: cfg, slots: make(chan struct{}, cfg.MaxRequests), snaps: newSnapshots(cfg),
 		tables: &tableCopies{dir: cfg.TableDir, refresh: cfg.TableRefresh,
 			filling: map[string]chan struct{}{}, read: map[string]time.Time{}},
 		manifests: newBudget(cfg.ManifestBudget)}
@@ -179,6 +169,10 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	switch path {
 	case tier.ReadyPath:
+		if err := canLoad(); err != nil {
+			h.refuse(w, kindOther, http.StatusServiceUnavailable, "not ready: "+err.Error())
+			return
+		}
 		w.Header().Set("Cache-Control", "no-store")
 		io.WriteString(w, "ready\n")
 		return
