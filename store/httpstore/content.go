@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/tier"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // part is the bytes [from, to) of one block, relative to the block.
@@ -88,24 +89,39 @@ func (s *Store) openPart(ctx context.Context, p part, fresh bool) (io.ReadCloser
 		return nil, err
 	}
 	n := p.to - p.from
-	bad := ""
+	bad, short := "", false
 	switch {
 	case resp.ContentLength >= 0 && resp.ContentLength != n:
-		bad = "Content-Length " + strconv.FormatInt(resp.ContentLength, 10) + ", want " + strconv.FormatInt(n, 10)
+		bad, short = "Content-Length "+strconv.FormatInt(resp.ContentLength, 10)+", want "+strconv.FormatInt(n, 10), true
 	case p.whole && resp.ContentLength < 0:
 		bad = "no Content-Length"
 	case !p.whole:
 		want := fmt.Sprintf("bytes %d-%d/%d", p.from, p.to-1, p.size)
-		if got := resp.Header.Get("Content-Range"); got != want {
+		got := resp.Header.Get("Content-Range")
+		if got != want {
 			bad = fmt.Sprintf("Content-Range %q, want %q", got, want)
+			short = strings.HasPrefix(got, "bytes ") && !strings.HasSuffix(got, "/"+strconv.FormatInt(p.size, 10))
 		}
 	}
-	if bad != "" {
+	switch {
+	case short:
+		resp.Body.Close()
+		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, ErrWrongLength)
+	case bad != "":
 		resp.Body.Close()
 		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, store.ErrBadResponse)
 	}
 	return store.ExactReader(resp.Body, n), nil
 }
+
+// ErrWrongLength is the error of a block whose copy in the tier has
+// another length than the block's (a Content-Length, or the total of a
+// Content-Range, that is not the block's size): a truncated cache file,
+// or a copy of other bytes. It wraps b3.ErrMismatch, since no copy of that
+// length can be the block: the block reader treats it as a bad copy
+// (fetched again bypassing the tier's cache, then a "mismatch" event
+// From "tier"), not as a failure of the store.
+var ErrWrongLength = fmt.Errorf("the tier's copy of the block has the wrong length: %w", b3.ErrMismatch)
 
 // opened is the outcome of a part's request.
 type opened struct {
