@@ -130,7 +130,9 @@ func Run(ctx context.Context, c Config) (err error) {
 	// Every read of a tier, its metadata included, is bounded by the
 	// stall and read timeouts (store/httpstore), so that a tier that
 	// stalls fails the read, or sends it to the fallback store.
-	if t, ok := c.Store.(interface{ SetTimeouts(stall, read time.Duration) }); ok {
+	if t, ok := c.Store.(interface {
+		SetTimeouts(stall, read time.Duration)
+	}); ok {
 		t.SetTimeouts(c.StallTimeout, c.ReadTimeout)
 	}
 	// The fetches of the read path go through watched, whose last failure

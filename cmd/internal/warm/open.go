@@ -47,7 +47,7 @@ func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tu
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
 	cr, _ := st.(store.ContentReader) // a tier's: read by content
-	var fb store.ContentReader       // a tier's fallback store, for blocks whose copies fail twice
+	var fb store.ContentReader        // a tier's fallback store, for blocks whose copies fail twice
 	if f, ok := st.(interface{ Fallback() store.ContentReader }); ok {
 		fb = f.Fallback()
 	}
