@@ -118,6 +118,14 @@ func Run(ctx context.Context, c Config) (err error) {
 			log.Error("mount failed", "err", store.Detail(err))
 		}
 	}()
+	// Every read of a tier, its metadata included, is bounded by the
+	// stall and read timeouts (store/httpstore), so that a tier that
+	// stalls fails the read, or sends it to the fallback store.
+	if t, ok := c.Store.(interface {
+		SetTimeouts(stall, read time.Duration)
+	}); ok {
+		t.SetTimeouts(c.StallTimeout, c.ReadTimeout)
+	}
 	permit, err := c.admitted(ctx)
 	if err != nil {
 		return err
@@ -126,14 +134,6 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	} else if cleaned {
 		log.Info("removed a dead mount left by an earlier pinfs", "mountpoint", c.Mountpoint)
-	}
-	// Every read of a tier, its metadata included, is bounded by the
-	// stall and read timeouts (store/httpstore), so that a tier that
-	// stalls fails the read, or sends it to the fallback store.
-	if t, ok := c.Store.(interface {
-		SetTimeouts(stall, read time.Duration)
-	}); ok {
-		t.SetTimeouts(c.StallTimeout, c.ReadTimeout)
 	}
 	// The fetches of the read path go through watched, whose last failure
 	// pinfs status reports.
