@@ -11,13 +11,22 @@
 // tier behaves, and sends its requests, exactly as one without the flag.
 //
 // Any other failure of the primary (it does not answer, answers 5xx or
-// 401/403, cuts a body short or stalls, or serves a copy that fails verification
-// twice) sends the read to the fallback, and so does every read for Hold
-// after it, without asking the primary first: a tier that hangs costs a
-// timeout once per Hold, not once per block. A member read through the
-// fallback is read by its pinned object (store.Content.Object), or by
-// content when the fallback is itself a store.ContentReader (another
-// tier). The log says when the primary fails and when it answers again.
+// 401/403 or a redirect, cuts a body short or stalls) sends the read to
+// the fallback, and so does every read for Hold after it, without asking
+// the primary first: a tier that hangs costs a timeout once per Hold, not
+// once per block. A stream (Open: a member table) that fails midway goes
+// on from the fallback where it stopped. A copy that cannot be right (an
+// error wrapping b3.ErrMismatch: a block of the wrong length) is the
+// caller's to judge: the block reader fetches it again bypassing the
+// tier's cache and, if that copy fails verification too, reads the block
+// from the fallback (Fallback). A member read through the fallback is
+// read by its pinned object (store.Content.Object), or by content when the
+// fallback is itself a store.ContentReader (another tier). The log says
+// when the primary fails and when it answers again.
+//
+// The primary's own reads must end for the fallback to answer:
+// SetTimeouts passes pinfs mount's --stall-timeout and --read-timeout on
+// to store/httpstore, whose metadata reads they bound.
 package fallback
 
 import (
