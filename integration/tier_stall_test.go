@@ -79,8 +79,9 @@ func stallingTier(t *testing.T, originAddr, stall string) string {
 // TestMountThroughStallingTier: pinfs mount --foreground through a tier
 // that stalls the body of the manifest, or of the member table, does not
 // hang (issue 37, finding 5): without a fallback it exits 1 with the
-// stall in its error, well within --read-timeout; with --fallback-store it
-// mounts from the fallback and serves the snapshot's bytes.
+// stall in its error, about --stall-timeout after the body stopped; with
+// --fallback-store it mounts from the fallback (startMountEnv's 30 s
+// bound) and serves the snapshot's bytes.
 func TestMountThroughStallingTier(t *testing.T) {
 	fusetest.Require(t)
 	src := t.TempDir()
@@ -99,7 +100,9 @@ func TestMountThroughStallingTier(t *testing.T) {
 			// Without a fallback: the mount fails, and says why.
 			dir := t.TempDir()
 			t.Cleanup(func() { fusetest.ForceUnmount(t, dir) })
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			// 20 s: far beyond --stall-timeout 1s, short of the default 30 s,
+			// so that a flag that does not act fails the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, pinfsBin, append([]string{"mount", digest, dir, "--store", tier,
 				"--cache-dir", t.TempDir(), "--foreground"}, flags...)...)
@@ -108,7 +111,7 @@ func TestMountThroughStallingTier(t *testing.T) {
 			r := runCmd(t, cmd)
 			took := time.Since(start)
 			if ctx.Err() != nil {
-				t.Fatalf("pinfs mount through a tier that stalls the %s still running after 60 s: it hangs", stall)
+				t.Fatalf("pinfs mount through a tier that stalls the %s still running after 20 s: --stall-timeout 1s did not act", stall)
 			}
 			if r.code != 1 || !strings.Contains(r.stderr, "stall") {
 				t.Fatalf("pinfs mount through a tier that stalls the %s: want exit 1 naming the stall, got %v", stall, r)
