@@ -12,8 +12,25 @@
 // (ReadRange, Stat), and nothing can be written.
 //
 // It needs and reads no credentials. Its requests go to the store URL's
-// host only: no proxy from the environment, HTTP/1.1, no compression (the
-// bytes must be the ones the tier cached). https uses the system's roots.
+// host only: no proxy from the environment, no redirect followed (a 3xx
+// answer is an error wrapping store.ErrBadResponse), HTTP/1.1, no
+// compression (the bytes must be the ones the tier cached). https uses
+// the system's roots.
+//
+// # Bounds
+//
+// A metadata read (Get, GetAtMost, Open) is cut off when its answer
+// delivers no byte for the stall timeout (an error wrapping
+// store.ErrStalled), and a Get when it has not ended within the read
+// timeout (ErrReadTimeout; a Get that fetches a bad copy again bypassing
+// the tier makes two requests, each so bounded); an Open's answer must
+// start within the read timeout, and its body, a member table that may be
+// large, is then bounded by the stall timeout alone. Both are pinfs
+// mount's --stall-timeout and --read-timeout (SetTimeouts; by default 30
+// s and 60 s). Member bytes (ReadContent) are bounded by the block
+// reader, which has the same two timeouts. A block whose answer has
+// another length than the block's is ErrWrongLength, a bad copy rather
+// than a failure of the tier.
 //
 // # Verification
 //
