@@ -260,3 +260,35 @@ func TestWrongLengthIsABadCopy(t *testing.T) {
 		t.Fatalf("a range whose second block is short: %v; want ErrWrongLength", err)
 	}
 }
+
+// TestReadContentCloseDuringRead: Close from another goroutine (the
+// block reader's stall watchdog) while a Read waits for a stalled body
+// ends that Read, and races with nothing (go test -race).
+func TestReadContentCloseDuringRead(t *testing.T) {
+	c := someMember
+	c.Size = 3 * tier.BlockSize
+	block := make([]byte, tier.BlockSize)
+	s := serveStalling(t, block, true) // every block: half, then nothing
+	rc, err := s.ReadContent(context.Background(), c, 0, -1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		t.Fatalf("first bytes: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, rc)
+		done <- err
+	}()
+	rc.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a read of a closed reader ended without an error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a Read waiting for a stalled body did not return after Close")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/tier"
@@ -130,13 +131,19 @@ type opened struct {
 }
 
 // blockReader reads parts one after another, with the requests of up to
-// Ahead-1 later parts in flight. It is used by one goroutine at a time.
+// Ahead-1 later parts in flight. Read is used by one goroutine at a time;
+// Close may be called from another goroutine while a Read waits for bytes
+// (store/blocks's stall watchdog does): it ends the Read. mu guards cur,
+// next, started and err; a Read does not hold it while it waits for a
+// body's bytes.
 type blockReader struct {
-	s       *Store
-	ctx     context.Context
-	cancel  context.CancelFunc
-	fresh   bool
-	parts   []part
+	s      *Store
+	ctx    context.Context
+	cancel context.CancelFunc
+	fresh  bool
+	parts  []part
+
+	mu      sync.Mutex
 	cur     io.ReadCloser // the part being read; nil once all are read
 	next    []chan opened // the requests of the parts after cur, in order
 	started int           // parts whose request has started
@@ -144,6 +151,7 @@ type blockReader struct {
 }
 
 // fill starts the requests of the next parts, up to Ahead in flight.
+// r.mu is held, or r is not shared yet.
 func (r *blockReader) fill() {
 	for len(r.next)+1 < Ahead && r.started < len(r.parts) {
 		ch := make(chan opened, 1)
@@ -159,17 +167,27 @@ func (r *blockReader) fill() {
 
 func (r *blockReader) Read(p []byte) (int, error) {
 	for {
-		if r.err != nil {
-			return 0, r.err
+		r.mu.Lock()
+		cur, err := r.cur, r.err
+		r.mu.Unlock()
+		if err != nil {
+			return 0, err
 		}
-		if r.cur == nil {
+		if cur == nil {
 			return 0, io.EOF
 		}
-		n, err := r.cur.Read(p)
+		n, err := cur.Read(p)
+		r.mu.Lock()
+		if r.cur != cur { // closed meanwhile
+			err := r.err
+			r.mu.Unlock()
+			return n, err
+		}
 		if err == io.EOF {
-			r.cur.Close()
+			cur.Close()
 			r.cur = nil
 			if len(r.next) > 0 {
+				// The wait is short once Close has canceled the requests.
 				o := <-r.next[0]
 				r.next = r.next[1:]
 				r.cur, r.err = o.body, o.err
@@ -177,6 +195,7 @@ func (r *blockReader) Read(p []byte) (int, error) {
 					r.fill()
 				}
 			}
+			r.mu.Unlock()
 			if n > 0 {
 				return n, nil
 			}
@@ -185,13 +204,17 @@ func (r *blockReader) Read(p []byte) (int, error) {
 		if err != nil {
 			r.err = err
 		}
+		r.mu.Unlock()
 		return n, err
 	}
 }
 
-// Close ends the reader and the requests in flight.
+// Close ends the reader and the requests in flight; a Read waiting for
+// bytes returns.
 func (r *blockReader) Close() error {
 	r.cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.cur != nil {
 		r.cur.Close()
 		r.cur = nil
