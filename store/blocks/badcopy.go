@@ -9,14 +9,17 @@ import (
 )
 
 // A bad copy of a block is one that fails verification, or that has the
-// wrong length: the store (a tier) says so before its body (a
-// Content-Length that is not the block's: store/httpstore.ErrWrongLength),
-// or its answer ends before the block's last byte twice in a row for one
-// fetch (a truncated cache file ends every answer at the same place; a
-// connection cut once is resumed as before). Either way it is fetched once
-// more past the tier's cache and, if that copy is bad too and the tier has
-// a fallback store (Config.Fallback), read from the fallback; one
+// wrong length (a Content-Length that is not the block's:
+// store/httpstore.ErrWrongLength). Either way it is fetched once more past
+// the tier's cache and, if that copy is bad too and the tier has a
+// fallback store (Config.Fallback), read from the fallback; one
 // "mismatch" event says how it ended (fromNetwork).
+//
+// A tier's answer that ends early or stalls may be a truncated cache file
+// (nginx sends the cached length, then holds the connection open at the
+// file's end): fetch resumes it past the tier's cache, which makes the
+// tier replace its copy. Its bytes are verified as any others; as none
+// failed verification, it is not a mismatch.
 
 // copyFrom says which copy of a member's bytes a request asks for.
 type copyFrom int
@@ -31,9 +34,6 @@ var (
 	// errBadLength marks a bad copy of the wrong length, which a reloaded
 	// outboard cannot make right (fromNetwork skips the recheck).
 	errBadLength = errors.New("a copy of the wrong length")
-	// errCutTwice is the error of a fetch of a tier's cached copy whose
-	// answer ended early twice.
-	errCutTwice = fmt.Errorf("the tier's answer ended before the block's last byte twice: %w", b3.ErrMismatch)
 )
 
 // fromNetwork settles a copy b of block i of v's member fetched from the

@@ -36,8 +36,9 @@
 // fetched again: for the reader that is not an error. A block fetched from the store that fails
 // (alone or in a run) is checked against a reloaded outboard (fresh=true)
 // and then fetched once more alone (through a tier, past its cache). A
-// copy of the wrong length from a tier (its Content-Length says so, or
-// its answer ends early twice) is a bad copy too (badcopy.go). A
+// copy of the wrong length from a tier (its Content-Length says so) is a
+// bad copy too, and a tier's answer that ends early or stalls is resumed
+// past the tier's cache (a truncated cache file: badcopy.go). A
 // refetched copy that fails as well is read from the tier's fallback
 // store (Config.Fallback), if there is one. One "mismatch" event From
 // "network" ("tier" through a tier) is reported once the outcome is

@@ -288,8 +288,8 @@ func (r *Reader) fly(ru *run) {
 		oerr = v.wait()
 		if errors.Is(ferr, b3.ErrMismatch) && l.next <= ru.q1 {
 			// The copy of block l.next has the wrong length (the tier's
-			// answer says so, or ended early twice): a bad copy. The
-			// blocks after it were not delivered; each loads alone.
+			// answer says so): a bad copy. The blocks after it were not
+			// delivered; each loads alone.
 			bad[l.next-ru.q0] = fmt.Errorf("%w: %w", errBadLength, ferr)
 			alone = l.next + 1
 		}

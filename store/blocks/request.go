@@ -108,7 +108,6 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte,
 	for _, b := range bufs {
 		d.total += int64(len(b))
 	}
-	cuts := 0 // answers of the tier's cached copy that ended early
 	err := r.retry(ctx, true, func() (int64, error) {
 		r.st.requests.Add(1)
 		before := d.have
@@ -116,10 +115,10 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte,
 		if err == nil && d.have < d.total {
 			err = io.ErrUnexpectedEOF
 		}
-		if from == cachedCopy && r.cfg.Content != nil && errors.Is(err, io.ErrUnexpectedEOF) {
-			if cuts++; cuts >= 2 {
-				err = fmt.Errorf("%w (%w)", errCutTwice, err)
-			}
+		if from == cachedCopy && r.cfg.Content != nil && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errStalled)) {
+			// The tier's copy may be a truncated cache file, at whose end
+			// the tier stalls (nginx) or closes: the rest comes past it.
+			from = bypassCopy
 		}
 		return d.have - before, err
 	})
