@@ -196,9 +196,18 @@ func (s *fileSink) mapSection(k sec) ([]byte, error) {
 	return b, nil
 }
 
+// errNoTable is the error of finishing an index whose table's read
+// failed: its files are removed.
+var errNoTable = errors.New("verify: the member table's read failed; its index is not kept")
+
 // finish writes the header and returns the layout over the mapped
-// sections; commit makes the index the one later opens find.
+// sections; commit makes the index the one later opens find. A nil h
+// (the table's read failed) removes the index's files instead.
 func (s *fileSink) finish(h *header) (*layout, error) {
+	if h == nil { // the table's read failed (parseTableFrom): nothing to finish
+		s.abort()
+		return nil, errNoTable
+	}
 	for k := range nsec {
 		if s.mem == nil {
 			if err := s.flush(k); err != nil {

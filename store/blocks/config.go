@@ -40,6 +40,11 @@ type Config struct {
 	// tier's cache, which replaces its copy) and reported as a "mismatch"
 	// From "tier".
 	Content store.ContentReader
+	// Fallback, if set with Content, reads a block whose copies through
+	// Content failed verification twice (the tier's, then the one that
+	// bypassed its cache): the tier's fallback store
+	// (store/fallback.Store.Fallback). Its copy is verified the same way.
+	Fallback store.ContentReader
 	// MemBytes is the memory tier's budget in bytes; <= 0 disables the tier.
 	MemBytes int64
 	// Disk is the disk tier; nil (or a Disk opened with limit 0) disables it.

@@ -35,11 +35,17 @@
 // fails is removed, reported as a "mismatch" event From "disk", and
 // fetched again: for the reader that is not an error. A block fetched from the store that fails
 // (alone or in a run) is checked against a reloaded outboard (fresh=true)
-// and then fetched once more alone. One "mismatch" event From "network" is
-// reported once the outcome is known: saying "healed" when the refetched
-// copy verifies, and otherwise before the read returns an error wrapping
-// b3.ErrMismatch. Such a failure is not remembered: the next read of the
-// block tries again (see Storage errors for those that are).
+// and then fetched once more alone (through a tier, past its cache). A
+// copy of the wrong length from a tier (its Content-Length says so) is a
+// bad copy too, and a tier's answer that ends early or stalls is resumed
+// past the tier's cache (a truncated cache file: badcopy.go). A
+// refetched copy that fails as well is read from the tier's fallback
+// store (Config.Fallback), if there is one. One "mismatch" event From
+// "network" ("tier" through a tier) is reported once the outcome is
+// known: saying "healed" when a later copy verifies, and otherwise before
+// the read returns an error wrapping b3.ErrMismatch. Such a failure is
+// not remembered: the next read of the block tries again (see Storage
+// errors for those that are).
 //
 // # Passthrough
 //

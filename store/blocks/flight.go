@@ -257,11 +257,12 @@ func (r *Reader) fly(ru *run) {
 	v := &verifier{r: r, m: m}
 	n := ru.q1 - ru.q0 + 1
 	var (
-		bufs = make([][]byte, max(n, 0))
-		bad  = make([]error, max(n, 0))
-		l    = &landing{r: r, ru: ru, v: v, bufs: bufs, bad: bad, next: ru.q0}
-		ferr error
-		oerr error
+		bufs  = make([][]byte, max(n, 0))
+		bad   = make([]error, max(n, 0))
+		l     = &landing{r: r, ru: ru, v: v, bufs: bufs, bad: bad, next: ru.q0}
+		ferr  error
+		oerr  error
+		alone = ru.q1 + 1 // the requested blocks from which on each loads alone
 	)
 	if n > 0 {
 		off0, _ := blockRange(m, ru.q0)
@@ -283,8 +284,15 @@ func (r *Reader) fly(ru *run) {
 				l.outboardIn()
 			})
 		}
-		ferr = r.fetch(fctx, m, off0, bufs, l.arrived, false)
+		ferr = r.fetch(fctx, m, off0, bufs, l.arrived, cachedCopy)
 		oerr = v.wait()
+		if errors.Is(ferr, b3.ErrMismatch) && l.next <= ru.q1 {
+			// The copy of block l.next has the wrong length (the tier's
+			// answer says so): a bad copy. The blocks after it were not
+			// delivered; each loads alone.
+			bad[l.next-ru.q0] = fmt.Errorf("%w: %w", errBadLength, ferr)
+			alone = l.next + 1
+		}
 	} else {
 		oerr = v.loadOutboard(ctx)
 	}
@@ -302,7 +310,7 @@ func (r *Reader) fly(ru *run) {
 	for j := range ru.calls {
 		i := ru.first + int64(j)
 		switch {
-		case i < ru.q0 || i > ru.q1:
+		case i < ru.q0 || i > ru.q1 || i >= alone:
 			b, src, err := r.load(ctx, v, i)
 			r.complete(ru, i, b, src, err)
 		case bad[i-ru.q0] != nil:
@@ -363,62 +371,19 @@ func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source
 	}
 	r.st.fetches.Add(1)
 	b := make([]byte, n)
-	if err := r.fetch(ctx, m, off, [][]byte{b}, nil, false); err != nil {
-		return nil, 0, r.failed(ctx, m, i, err)
+	bad := r.fetch(ctx, m, off, [][]byte{b}, nil, cachedCopy)
+	switch {
+	case errors.Is(bad, b3.ErrMismatch): // a copy of the wrong length
+		bad = fmt.Errorf("%w: %w", errBadLength, bad)
+	case bad != nil:
+		return nil, 0, r.failed(ctx, m, i, bad)
+	default:
+		bad = v.verify(i, b)
 	}
-	b, err := r.fromNetwork(ctx, v, i, b, v.verify(i, b), "first copy")
+	b, err := r.fromNetwork(ctx, v, i, b, bad, "first copy")
 	if err != nil {
 		return nil, 0, err
 	}
 	r.st.verified.Add(1)
 	return b, fromNetwork, nil
-}
-
-// fromNetwork settles a copy b of block i of v's member fetched from the
-// store, which v.verify answered with bad, and returns the verified bytes
-// or the error (already reported) to give the readers. what names the copy
-// in events. A bad copy is checked once more against a reloaded outboard
-// (recheck), then fetched again alone, as the bytes may have been damaged
-// on the way. One "mismatch" event From "network" is reported once the
-// outcome is known (From "tier" for a copy read through Config.Content,
-// whose refetch bypasses the tier's cache): healed if the refetched copy verifies, and otherwise
-// the failure, which the read then returns (wrapping b3.ErrMismatch); a
-// refetch that fails for a storage reason reports the mismatch and then
-// the fetch failure. As everywhere, an event that cannot be recorded fails
-// the read (ErrNotRecorded).
-func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte, bad error, what string) ([]byte, error) {
-	m := v.m
-	off, n := blockRange(m, i)
-	err := v.recheck(ctx, i, b, bad)
-	switch {
-	case err == nil:
-		return b, nil
-	case !errors.Is(err, b3.ErrMismatch): // the outboard could not be reloaded
-		return nil, r.failed(ctx, m, i, err)
-	}
-	r.st.mismatches.Add(1)
-	ev := Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromNetwork}
-	if r.cfg.Content != nil {
-		ev.From = FromTier
-	}
-	b = make([]byte, n)
-	if ferr := r.fetch(ctx, m, off, [][]byte{b}, nil, true); ferr != nil {
-		ev.Err = fmt.Errorf("%s failed verification (%w), fetching the block again failed: %v", what, err, ferr)
-		if rerr := r.report(ev, nil); rerr != nil {
-			return nil, rerr
-		}
-		return nil, r.failed(ctx, m, i, ferr)
-	}
-	if err := v.verify(i, b); err != nil {
-		r.st.mismatches.Add(1)
-		err = fmt.Errorf("blocks: %s (%v) bytes %d+%d, %s and the refetched copy failed verification: %w", m.Path, m.Object, off, n, what, err)
-		ev.Err = err
-		return nil, r.report(ev, err)
-	}
-	// Healed, but every integrity problem goes to the run record.
-	ev.Err = fmt.Errorf("%s failed verification, the refetched copy verified (healed): %w", what, b3.ErrMismatch)
-	if err := r.report(ev, nil); err != nil {
-		return nil, err
-	}
-	return b, nil
 }

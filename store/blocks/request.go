@@ -91,15 +91,15 @@ func (r *Reader) retry(ctx context.Context, remote bool, try func() (got int64, 
 	}
 }
 
-// fetch reads the bytes of m from off on into bufs (fresh: past the
-// tier's cache, see open), consecutive buffers
+// fetch reads the bytes of m from off on into bufs (from: which copy,
+// see open), consecutive buffers
 // that the bytes fill in order, calling progress (if not nil) whenever
 // bytes arrive with the number delivered so far. A request that fails
 // after delivering some bytes is resumed from the first missing byte;
 // retries are retry's. ctx is the flight's context (the Reader's, with
 // the read deadline): a request is never canceled because one reader
 // gave up.
-func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte, progress func(have int64), fresh bool) error {
+func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte, progress func(have int64), from copyFrom) error {
 	obj := m.Object
 	if err := obj.Validate(); err != nil {
 		return err
@@ -111,9 +111,14 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte,
 	err := r.retry(ctx, true, func() (int64, error) {
 		r.st.requests.Add(1)
 		before := d.have
-		err := r.request(ctx, m, off, d, progress, fresh)
+		err := r.request(ctx, m, off, d, progress, from)
 		if err == nil && d.have < d.total {
 			err = io.ErrUnexpectedEOF
+		}
+		if from == cachedCopy && r.cfg.Content != nil && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errStalled)) {
+			// The tier's copy may be a truncated cache file, at whose end
+			// the tier stalls (nginx) or closes: the rest comes past it.
+			from = bypassCopy
 		}
 		return d.have - before, err
 	})
@@ -123,15 +128,19 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte,
 	return nil
 }
 
-// open sends the ranged request for length bytes of m from off: by
-// content through Config.Content if set (fresh: bypassing the tier's
+// open sends the ranged request for length bytes of m from off: the
+// fallback store's copy through Config.Fallback for fallbackCopy; else by
+// content through Config.Content if set (bypassCopy: bypassing the tier's
 // cache), else to Config.Objects at m's pinned version.
-func (r *Reader) open(ctx context.Context, m *Member, off, length int64, fresh bool) (io.ReadCloser, error) {
-	if r.cfg.Content == nil {
+func (r *Reader) open(ctx context.Context, m *Member, off, length int64, from copyFrom) (io.ReadCloser, error) {
+	c := store.Content{Object: m.Object, Digest: m.Digest.String(), Size: m.Size, Snapshot: m.Snapshot, Index: m.Index}
+	switch {
+	case from == fallbackCopy:
+		return r.cfg.Fallback.ReadContent(ctx, c, off, length, false)
+	case r.cfg.Content == nil:
 		return r.cfg.Objects.ReadRange(ctx, m.Object, off, length)
 	}
-	c := store.Content{Object: m.Object, Digest: m.Digest.String(), Size: m.Size, Snapshot: m.Snapshot, Index: m.Index}
-	return r.cfg.Content.ReadContent(ctx, c, off, length, fresh)
+	return r.cfg.Content.ReadContent(ctx, c, off, length, from == bypassCopy)
 }
 
 // recv is the receive buffers of a fetch and how far they are filled:
@@ -158,7 +167,7 @@ func (d *recv) add(n int) {
 // without a byte; the error then wraps errStalled, which is also the
 // cause of the request's context (so a store can tell a stall from a
 // reader that gave up: store/fallback).
-func (r *Reader) request(ctx context.Context, m *Member, off int64, d *recv, progress func(int64), fresh bool) error {
+func (r *Reader) request(ctx context.Context, m *Member, off int64, d *recv, progress func(int64), from copyFrom) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := &watchdog{cancel: func() { cancel(errStalled) }}
@@ -166,7 +175,7 @@ func (r *Reader) request(ctx context.Context, m *Member, off int64, d *recv, pro
 	defer t.Stop()
 	defer w.close()
 
-	rc, err := r.open(ctx, m, off+d.have, d.total-d.have, fresh)
+	rc, err := r.open(ctx, m, off+d.have, d.total-d.have, from)
 	if err != nil {
 		return w.explain(err, 0)
 	}

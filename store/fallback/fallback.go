@@ -11,25 +11,36 @@
 // tier behaves, and sends its requests, exactly as one without the flag.
 //
 // Any other failure of the primary (it does not answer, answers 5xx or
-// 401/403, cuts a body short or stalls, or serves a copy that fails verification
-// twice) sends the read to the fallback, and so does every read for Hold
-// after it, without asking the primary first: a tier that hangs costs a
-// timeout once per Hold, not once per block. A member read through the
-// fallback is read by its pinned object (store.Content.Object), or by
-// content when the fallback is itself a store.ContentReader (another
-// tier). The log says when the primary fails and when it answers again.
+// 401/403 or a redirect, cuts a body short or stalls) sends the read to
+// the fallback, and so does every read for Hold after it, without asking
+// the primary first: a tier that hangs costs a timeout once per Hold, not
+// once per block. A stream (Open: a member table) that fails midway goes
+// on from the fallback where it stopped. A copy that cannot be right (an
+// error wrapping b3.ErrMismatch: a block of the wrong length) is the
+// caller's to judge: the block reader fetches it again bypassing the
+// tier's cache and, if that copy fails verification too, reads the block
+// from the fallback (Fallback). A member read through the fallback is
+// read by its pinned object (store.Content.Object), or by content when the
+// fallback is itself a store.ContentReader (another tier). The log says
+// when the primary fails and when it answers again.
+//
+// The primary's own reads must end for the fallback to answer:
+// SetTimeouts passes pinfs mount's --stall-timeout and --read-timeout on
+// to store/httpstore, whose metadata reads they bound.
 package fallback
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // Hold is how long reads go straight to the fallback after the primary
@@ -92,12 +103,18 @@ func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, e
 }
 
 // Open streams the blob at key from the primary, or the fallback (Get
-// when the fallback cannot stream).
+// when the fallback cannot stream). A primary's stream that fails midway
+// (it stalls, is cut short) goes on from the fallback where it stopped
+// (resumed), so that a member table read through a tier that stalls
+// still loads.
 func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	if s.up() {
 		rc, n, err := open(ctx, s.Primary, key)
 		if !s.failed(ctx, err) {
-			return s.watch(ctx, rc), n, err
+			if err != nil {
+				return nil, n, err
+			}
+			return &resumed{s: s, ctx: ctx, key: key, rc: rc}, n, nil
 		}
 	}
 	s.served.Add(1)
@@ -113,6 +130,13 @@ func (s *Store) ReadContent(ctx context.Context, c store.Content, off, length in
 		}
 	}
 	s.served.Add(1)
+	return s.readFallback(ctx, c, off, length, fresh)
+}
+
+// readFallback reads the member c from the fallback: by content if it is
+// a store.ContentReader (another tier; fresh passed on), else by its
+// pinned object.
+func (s *Store) readFallback(ctx context.Context, c store.Content, off, length int64, fresh bool) (io.ReadCloser, error) {
 	if cr, ok := s.fallback.(store.ContentReader); ok {
 		return cr.ReadContent(ctx, c, off, length, fresh)
 	}
@@ -120,6 +144,33 @@ func (s *Store) ReadContent(ctx context.Context, c store.Content, off, length in
 		length = c.Size - off
 	}
 	return s.fallback.ReadRange(ctx, c.Object, off, length)
+}
+
+// Fallback returns a store.ContentReader that reads members from the
+// fallback store alone, whether the primary is up or not: the block
+// reader's (store/blocks Config.Fallback) for a block whose copies from
+// the primary failed verification twice (the tier's copy, then the one
+// that bypassed its cache). Its reads count as served by the fallback.
+func (s *Store) Fallback() store.ContentReader { return fallbackReader{s} }
+
+type fallbackReader struct{ s *Store }
+
+// ReadContent reads c from the fallback store (fresh passed on to a
+// fallback that reads by content).
+func (f fallbackReader) ReadContent(ctx context.Context, c store.Content, off, length int64, fresh bool) (io.ReadCloser, error) {
+	f.s.served.Add(1)
+	return f.s.readFallback(ctx, c, off, length, fresh)
+}
+
+// SetTimeouts passes the bounds of metadata reads on to the primary
+// (store/httpstore's SetTimeouts), if it has them: its reads must end
+// for the fallback to answer.
+func (s *Store) SetTimeouts(stall, read time.Duration) {
+	if t, ok := s.Primary.(interface {
+		SetTimeouts(stall, read time.Duration)
+	}); ok {
+		t.SetTimeouts(stall, read)
+	}
 }
 
 // up reports whether a read should ask the primary first.
@@ -158,6 +209,12 @@ func reroutes(ctx context.Context, err error) bool {
 		return false // the caller's own cancellation; a stall is the primary's
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrTooLarge):
 		return false
+	case errors.Is(err, b3.ErrMismatch):
+		// A copy whose length or bytes cannot be right: the caller's to
+		// judge (it fetches it again bypassing the tier's cache, and only
+		// then reads the fallback: Fallback), and no sign that the
+		// primary is down.
+		return false
 	}
 	return true
 }
@@ -185,6 +242,49 @@ func (w *watched) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// resumed is a primary's stream of a blob that goes on from the fallback
+// when a read of it fails in a way the fallback reads around: the
+// fallback's stream, its first bytes (those already read) skipped, takes
+// over. The blob's bytes are the same in both stores (it is named by its
+// digest), and the caller verifies them whole. It is used by one
+// goroutine at a time.
+type resumed struct {
+	s     *Store
+	ctx   context.Context
+	key   string
+	rc    io.ReadCloser
+	read  int64 // bytes returned so far
+	moved bool  // rc is the fallback's
+}
+
+func (r *resumed) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	r.read += int64(n)
+	if err == nil || err == io.EOF || r.moved || !r.s.failed(r.ctx, err) {
+		return n, err
+	}
+	r.s.served.Add(1)
+	fb, _, ferr := open(r.ctx, r.s.fallback, r.key)
+	if ferr == nil {
+		if _, ferr = io.CopyN(io.Discard, fb, r.read); ferr != nil {
+			fb.Close()
+		}
+	}
+	if ferr != nil {
+		return n, fmt.Errorf("%w (and the fallback store: %w)", err, ferr)
+	}
+	r.s.log.Info("a stream from the store failed midway; it goes on from the fallback store",
+		"store", r.s.Primary.String(), "key", r.key, "at", r.read, "err", err)
+	r.rc.Close()
+	r.rc, r.moved = fb, true
+	if n > 0 {
+		return n, nil
+	}
+	return r.Read(p)
+}
+
+func (r *resumed) Close() error { return r.rc.Close() }
 
 // open streams key from st when it can, and is Get otherwise.
 func open(ctx context.Context, st store.Store, key string) (io.ReadCloser, int64, error) {

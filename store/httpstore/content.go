@@ -6,9 +6,11 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/tier"
+	"github.com/pinfs/pinfs/verify/b3"
 )
 
 // part is the bytes [from, to) of one block, relative to the block.
@@ -88,24 +90,39 @@ func (s *Store) openPart(ctx context.Context, p part, fresh bool) (io.ReadCloser
 		return nil, err
 	}
 	n := p.to - p.from
-	bad := ""
+	bad, short := "", false
 	switch {
 	case resp.ContentLength >= 0 && resp.ContentLength != n:
-		bad = "Content-Length " + strconv.FormatInt(resp.ContentLength, 10) + ", want " + strconv.FormatInt(n, 10)
+		bad, short = "Content-Length "+strconv.FormatInt(resp.ContentLength, 10)+", want "+strconv.FormatInt(n, 10), true
 	case p.whole && resp.ContentLength < 0:
 		bad = "no Content-Length"
 	case !p.whole:
 		want := fmt.Sprintf("bytes %d-%d/%d", p.from, p.to-1, p.size)
-		if got := resp.Header.Get("Content-Range"); got != want {
+		got := resp.Header.Get("Content-Range")
+		if got != want {
 			bad = fmt.Sprintf("Content-Range %q, want %q", got, want)
+			short = strings.HasPrefix(got, "bytes ") && !strings.HasSuffix(got, "/"+strconv.FormatInt(p.size, 10))
 		}
 	}
-	if bad != "" {
+	switch {
+	case short:
+		resp.Body.Close()
+		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, ErrWrongLength)
+	case bad != "":
 		resp.Body.Close()
 		return nil, fmt.Errorf("httpstore: GET %s (Range %q): %s: %w", u, rng, bad, store.ErrBadResponse)
 	}
 	return store.ExactReader(resp.Body, n), nil
 }
+
+// ErrWrongLength is the error of a block whose copy in the tier has
+// another length than the block's (a Content-Length, or the total of a
+// Content-Range, that is not the block's size): a truncated cache file,
+// or a copy of other bytes. It wraps b3.ErrMismatch, since no copy of that
+// length can be the block: the block reader treats it as a bad copy
+// (fetched again bypassing the tier's cache, then a "mismatch" event
+// From "tier"), not as a failure of the store.
+var ErrWrongLength = fmt.Errorf("the tier's copy of the block has the wrong length: %w", b3.ErrMismatch)
 
 // opened is the outcome of a part's request.
 type opened struct {
@@ -114,13 +131,19 @@ type opened struct {
 }
 
 // blockReader reads parts one after another, with the requests of up to
-// Ahead-1 later parts in flight. It is used by one goroutine at a time.
+// Ahead-1 later parts in flight. Read is used by one goroutine at a time;
+// Close may be called from another goroutine while a Read waits for bytes
+// (store/blocks's stall watchdog does): it ends the Read. mu guards cur,
+// next, started and err; a Read does not hold it while it waits for a
+// body's bytes.
 type blockReader struct {
-	s       *Store
-	ctx     context.Context
-	cancel  context.CancelFunc
-	fresh   bool
-	parts   []part
+	s      *Store
+	ctx    context.Context
+	cancel context.CancelFunc
+	fresh  bool
+	parts  []part
+
+	mu      sync.Mutex
 	cur     io.ReadCloser // the part being read; nil once all are read
 	next    []chan opened // the requests of the parts after cur, in order
 	started int           // parts whose request has started
@@ -128,6 +151,7 @@ type blockReader struct {
 }
 
 // fill starts the requests of the next parts, up to Ahead in flight.
+// r.mu is held, or r is not shared yet.
 func (r *blockReader) fill() {
 	for len(r.next)+1 < Ahead && r.started < len(r.parts) {
 		ch := make(chan opened, 1)
@@ -143,17 +167,27 @@ func (r *blockReader) fill() {
 
 func (r *blockReader) Read(p []byte) (int, error) {
 	for {
-		if r.err != nil {
-			return 0, r.err
+		r.mu.Lock()
+		cur, err := r.cur, r.err
+		r.mu.Unlock()
+		if err != nil {
+			return 0, err
 		}
-		if r.cur == nil {
+		if cur == nil {
 			return 0, io.EOF
 		}
-		n, err := r.cur.Read(p)
+		n, err := cur.Read(p)
+		r.mu.Lock()
+		if r.cur != cur { // closed meanwhile
+			err := r.err
+			r.mu.Unlock()
+			return n, err
+		}
 		if err == io.EOF {
-			r.cur.Close()
+			cur.Close()
 			r.cur = nil
 			if len(r.next) > 0 {
+				// The wait is short once Close has canceled the requests.
 				o := <-r.next[0]
 				r.next = r.next[1:]
 				r.cur, r.err = o.body, o.err
@@ -161,6 +195,7 @@ func (r *blockReader) Read(p []byte) (int, error) {
 					r.fill()
 				}
 			}
+			r.mu.Unlock()
 			if n > 0 {
 				return n, nil
 			}
@@ -169,13 +204,17 @@ func (r *blockReader) Read(p []byte) (int, error) {
 		if err != nil {
 			r.err = err
 		}
+		r.mu.Unlock()
 		return n, err
 	}
 }
 
-// Close ends the reader and the requests in flight.
+// Close ends the reader and the requests in flight; a Read waiting for
+// bytes returns.
 func (r *blockReader) Close() error {
 	r.cancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.cur != nil {
 		r.cur.Close()
 		r.cur = nil

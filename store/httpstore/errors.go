@@ -83,6 +83,9 @@ func (s *Store) do(ctx context.Context, u, rng string, fresh bool) (*http.Respon
 	}
 	if resp.StatusCode != want {
 		resp.Body.Close()
+		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			return nil, redirectError(u, resp)
+		}
 		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
 			return nil, fmt.Errorf("httpstore: GET %s (Range %q): HTTP %d: %w", u, rng, resp.StatusCode, store.ErrBadResponse)
 		}
@@ -117,4 +120,12 @@ func requestErr(ctx context.Context, u string, err error) error {
 		return fmt.Errorf("httpstore: cannot reach %s: the connection closed before a response: %w", u, store.ErrUnreachable)
 	}
 	return fmt.Errorf("httpstore: GET %s: %w", u, err)
+}
+
+// redirectError is do's error for a 3xx answer: the store follows no
+// redirect (noRedirects), wherever it points, and a tier or origin that
+// answers with one is misconfigured. It wraps store.ErrBadResponse.
+func redirectError(u string, resp *http.Response) error {
+	return fmt.Errorf("httpstore: GET %s: HTTP %d redirect to %q refused: an HTTP store is read at its own URL only, and follows no redirect: %w",
+		u, resp.StatusCode, resp.Header.Get("Location"), store.ErrBadResponse)
 }

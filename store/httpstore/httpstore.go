@@ -12,8 +12,25 @@
 // (ReadRange, Stat), and nothing can be written.
 //
 // It needs and reads no credentials. Its requests go to the store URL's
-// host only: no proxy from the environment, HTTP/1.1, no compression (the
-// bytes must be the ones the tier cached). https uses the system's roots.
+// host only: no proxy from the environment, no redirect followed (a 3xx
+// answer is an error wrapping store.ErrBadResponse), HTTP/1.1, no
+// compression (the bytes must be the ones the tier cached). https uses
+// the system's roots.
+//
+// # Bounds
+//
+// A metadata read (Get, GetAtMost, Open) is cut off when its answer
+// delivers no byte for the stall timeout (an error wrapping
+// store.ErrStalled), and a Get when it has not ended within the read
+// timeout (ErrReadTimeout; a Get that fetches a bad copy again bypassing
+// the tier makes two requests, each so bounded); an Open's answer must
+// start within the read timeout, and its body, a member table that may be
+// large, is then bounded by the stall timeout alone. Both are pinfs
+// mount's --stall-timeout and --read-timeout (SetTimeouts; by default 30
+// s and 60 s). Member bytes (ReadContent) are bounded by the block
+// reader, which has the same two timeouts. A block whose answer has
+// another length than the block's is ErrWrongLength, a bad copy rather
+// than a failure of the tier.
 //
 // # Verification
 //
@@ -63,6 +80,7 @@ type Store struct {
 	root   string // scheme://host[/prefix]/
 	client *http.Client
 	log    *slog.Logger
+	limits timeouts // of the metadata reads: SetTimeouts
 }
 
 // New returns the store at raw, an http:// or https:// URL of the tier
@@ -81,8 +99,17 @@ func New(raw string) (*Store, error) {
 		return nil, fmt.Errorf("httpstore: %q: want http(s)://HOST[:PORT][/PREFIX], without user, query or fragment", raw)
 	}
 	root := u.Scheme + "://" + u.Host + strings.TrimSuffix(u.EscapedPath(), "/") + "/"
-	return &Store{raw: raw, root: root, client: &http.Client{Transport: newTransport()}, log: slog.Default()}, nil
+	s := &Store{raw: raw, root: root, log: slog.Default(),
+		client: &http.Client{Transport: newTransport(), CheckRedirect: noRedirects}}
+	s.SetTimeouts(DefaultStallTimeout, DefaultReadTimeout)
+	return s, nil
 }
+
+// noRedirects is the client's CheckRedirect: it follows no redirect, so
+// that a request goes to the store URL's host only (a redirect could
+// name any host, or http:// for an https:// store). The 3xx answer comes
+// back to do, which refuses it (redirectError).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // newTransport is the client's transport: connections to the tier only
 // (no proxy from the environment), HTTP/1.1, no gzip, and timeouts on the
@@ -137,17 +164,21 @@ func (s *Store) GetAtMost(ctx context.Context, key string, max int64) ([]byte, e
 	return data, nil
 }
 
-// getBlob GETs key, refusing more than max bytes.
+// getBlob GETs key, refusing more than max bytes, within the read
+// timeout and cut off when it stalls (SetTimeouts).
 func (s *Store) getBlob(ctx context.Context, key string, max int64, fresh bool) ([]byte, error) {
-	resp, err := s.do(ctx, s.root+key, "", fresh)
+	g := s.guarded(ctx)
+	defer g.stop()
+	resp, err := s.do(g.ctx, s.root+key, "", fresh)
 	if err != nil {
-		return nil, err
+		return nil, g.explain(err)
 	}
-	defer resp.Body.Close()
+	body := &guardedBody{rc: resp.Body, g: g}
+	defer body.Close()
 	if resp.ContentLength > max {
 		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, store.TooLarge(key, max))
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	data, err := io.ReadAll(io.LimitReader(body, max+1))
 	if err != nil {
 		return nil, fmt.Errorf("httpstore: get %s: %w", s.root+key, err)
 	}
@@ -159,20 +190,26 @@ func (s *Store) getBlob(ctx context.Context, key string, max int64, fresh bool) 
 
 // Open returns a reader of the blob at key and its size (-1 if the tier
 // does not say), unverified: verify.Fetch streams member tables through it
-// and checks them.
+// and checks them. The answer must start within the read timeout, and its
+// body is cut off when it stalls (SetTimeouts), until the reader is closed.
 func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	if _, _, ok := tier.Meta(key); !ok {
 		return nil, 0, notContent(key)
 	}
-	resp, err := s.do(ctx, s.root+key, "", false)
+	g := s.guarded(ctx)
+	resp, err := s.do(g.ctx, s.root+key, "", false)
 	if err != nil {
+		err = g.explain(err)
+		g.stop()
 		return nil, 0, err
 	}
+	g.headerIn()
+	body := &guardedBody{rc: resp.Body, g: g}
 	if max := store.MaxBlob(key); resp.ContentLength > max {
-		resp.Body.Close()
+		body.Close()
 		return nil, 0, fmt.Errorf("httpstore: open %s: %w", s.root+key, store.TooLarge(key, max))
 	}
-	return resp.Body, resp.ContentLength, nil
+	return body, resp.ContentLength, nil
 }
 
 // ReadRange fails with ErrByObject: see ReadContent.

@@ -118,6 +118,14 @@ func Run(ctx context.Context, c Config) (err error) {
 			log.Error("mount failed", "err", store.Detail(err))
 		}
 	}()
+	// Every read of a tier, its metadata included, is bounded by the
+	// stall and read timeouts (store/httpstore), so that a tier that
+	// stalls fails the read, or sends it to the fallback store.
+	if t, ok := c.Store.(interface {
+		SetTimeouts(stall, read time.Duration)
+	}); ok {
+		t.SetTimeouts(c.StallTimeout, c.ReadTimeout)
+	}
 	permit, err := c.admitted(ctx)
 	if err != nil {
 		return err
@@ -157,7 +165,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	}
 	defer disk.Close()
 	br, err := blocks.New(blocks.Config{
-		Objects: watched, Content: watched.Content(), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
+		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
 	})
@@ -393,6 +401,16 @@ func (r reporter) Report(ctx context.Context, ev blocks.Event) error {
 	if err := r.rec.Emit(context.WithoutCancel(ctx), e); err != nil {
 		r.log.Error("run record: event not recorded, failing the read", "event", ev.Kind, "path", m.Path, "err", err)
 		return err
+	}
+	return nil
+}
+
+// fallbackOf returns the reader of the fallback store of st, a tier with
+// one (store/fallback), or nil: the block reader reads a block from it
+// when the tier's copies fail verification twice.
+func fallbackOf(st store.Store) store.ContentReader {
+	if f, ok := st.(interface{ Fallback() store.ContentReader }); ok {
+		return f.Fallback()
 	}
 	return nil
 }

@@ -47,7 +47,11 @@ func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tu
 		return nil, fmt.Errorf("disk cache: %w", err)
 	}
 	cr, _ := st.(store.ContentReader) // a tier's: read by content
-	r, err := blocks.New(blocks.Config{Objects: st, Content: cr, Outboards: meta, Disk: disk,
+	var fb store.ContentReader        // a tier's fallback store, for blocks whose copies fail twice
+	if f, ok := st.(interface{ Fallback() store.ContentReader }); ok {
+		fb = f.Fallback()
+	}
+	r, err := blocks.New(blocks.Config{Objects: st, Content: cr, Fallback: fb, Outboards: meta, Disk: disk,
 		ReadaheadMax: t.ReadaheadMax, ReadaheadBudget: t.ReadaheadBudget})
 	if err != nil {
 		disk.Close()
