@@ -1,7 +1,6 @@
 package verify_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
@@ -10,30 +9,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/pinfs/pinfs/store/storetest"
 	"github.com/pinfs/pinfs/verify"
 )
-
-// mappingsUnder counts the mappings of this process of files under dir
-// (deleted ones included), from /proc/self/maps.
-func mappingsUnder(t testing.TB, dir string) int {
-	t.Helper()
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), dir+"/") {
-			n++
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // indexed builds the index of a snapshot's table in a fresh directory
 // and returns the store, the manifest and the index's path.
@@ -58,14 +36,14 @@ func indexed(t *testing.T) (*indexing, *verify.Manifest, string) {
 // mappings of its files until Close, and none after.
 func TestCloseUnmapsTheIndex(t *testing.T) {
 	x, m, _ := indexed(t)
-	if n := mappingsUnder(t, x.dir); n != 0 {
+	if n := storetest.MappingsUnder(t, x.dir); n != 0 {
 		t.Fatalf("%d mappings left after the first snapshot's Close", n)
 	}
 	s, err := verify.Load(context.Background(), x, m.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Table().Mapped() || mappingsUnder(t, x.dir) == 0 {
+	if !s.Table().Mapped() || storetest.MappingsUnder(t, x.dir) == 0 {
 		t.Fatalf("the snapshot from the index is not mapped (Mapped %v)", s.Table().Mapped())
 	}
 	if got := s.Table().Path(0); got == "" {
@@ -73,7 +51,7 @@ func TestCloseUnmapsTheIndex(t *testing.T) {
 	}
 	s.Close()
 	s.Close() // idempotent
-	if n := mappingsUnder(t, x.dir); n != 0 {
+	if n := storetest.MappingsUnder(t, x.dir); n != 0 {
 		t.Fatalf("%d mappings after Close", n)
 	}
 }
@@ -125,7 +103,7 @@ func TestFailedOpenUnmapsWhatItMapped(t *testing.T) {
 	if _, err := verify.Load(context.Background(), x, m.SnapshotID); !errors.Is(err, syscall.ENOMEM) {
 		t.Fatalf("Load: %v", err)
 	}
-	if n := mappingsUnder(t, x.dir); n != 0 {
+	if n := storetest.MappingsUnder(t, x.dir); n != 0 {
 		t.Fatalf("%d mappings left by a failed open", n)
 	}
 }
@@ -147,7 +125,7 @@ func TestBadStreamUnmapsItsSections(t *testing.T) {
 	if x.opens == 0 {
 		t.Fatal("the table was not streamed")
 	}
-	if n := mappingsUnder(t, x.dir); n != 0 {
+	if n := storetest.MappingsUnder(t, x.dir); n != 0 {
 		t.Fatalf("%d mappings left by a stream that failed its digest", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pinfs/pinfs/store"
+	"github.com/pinfs/pinfs/store/storetest"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -384,7 +385,7 @@ func TestOwedEventRecordedOnce(t *testing.T) {
 	waitFor(t, func() bool { return reporting.Load() == 1 })
 	// Every read is in settle: one recording the event, three waiting
 	// for it (or one returned already, which the check below catches).
-	waitFor(t, func() bool { return parked("blocks.(*Reader).settle") == cap(errs) || served.Load() > 0 })
+	waitFor(t, func() bool { return storetest.Parked("blocks.(*Reader).settle") == cap(errs) || served.Load() > 0 })
 	if n := served.Load(); n != 0 {
 		t.Fatalf("%d reads returned while their block's event was being recorded", n)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/store/storetest"
 	"github.com/pinfs/pinfs/store/tier"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -120,7 +121,7 @@ func TestQueueWait(t *testing.T) {
 		body, err := io.ReadAll(resp.Body)
 		got <- answer{resp, body, err}
 	}()
-	waitParked(t, "origin.(*Handler).acquire", 1)
+	storetest.WaitParked(t, "origin.(*Handler).acquire", 1)
 	<-h.slots
 	select {
 	case a := <-got:

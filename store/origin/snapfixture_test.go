@@ -1,7 +1,6 @@
 package origin
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -196,24 +194,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// mappingsUnder counts this process's mappings of files under dir.
-func mappingsUnder(t testing.TB, dir string) int {
-	t.Helper()
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), dir+"/") {
-			n++
-		}
-	}
-	return n
 }
 
 // eventually polls cond every millisecond for at most 10 s.

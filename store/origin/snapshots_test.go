@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/store/storetest"
 	"github.com/pinfs/pinfs/store/tier"
 	"github.com/pinfs/pinfs/verify"
 )
@@ -32,12 +33,12 @@ func TestEvictionUnmaps(t *testing.T) {
 			f.h.snaps.members.Clear()
 		}
 		kept, loading, open := f.h.snaps.stats()
-		if n := mappingsUnder(t, f.metaDir); n > keep*mappingsPerTable || open > keep || kept > keep || loading != 0 {
+		if n := storetest.MappingsUnder(t, f.metaDir); n > keep*mappingsPerTable || open > keep || kept > keep || loading != 0 {
 			t.Fatalf("round %d: %d mappings of index files, %d snapshots open, %d kept, %d loading; want at most %d tables (%d mappings)",
 				round, n, open, kept, loading, keep, keep*mappingsPerTable)
 		}
 	}
-	if n := mappingsUnder(t, f.metaDir); n == 0 {
+	if n := storetest.MappingsUnder(t, f.metaDir); n == 0 {
 		t.Fatal("no mapping of an index at all: the test measures nothing")
 	}
 }
@@ -61,7 +62,7 @@ func TestReferenceKeepsTableMapped(t *testing.T) {
 	if got := s0.Table().Path(1); got != "b/0" {
 		t.Fatalf("held snapshot after eviction: path %q", got)
 	}
-	held := mappingsUnder(t, f.metaDir)
+	held := storetest.MappingsUnder(t, f.metaDir)
 	if _, _, open := f.h.snaps.stats(); open != 2 {
 		t.Fatalf("%d snapshots open, want 2 (the one held, the one kept)", open)
 	}
@@ -69,7 +70,7 @@ func TestReferenceKeepsTableMapped(t *testing.T) {
 	if _, _, open := f.h.snaps.stats(); open != 1 {
 		t.Fatalf("%d snapshots open after release, want 1", open)
 	}
-	if n := mappingsUnder(t, f.metaDir); n >= held {
+	if n := storetest.MappingsUnder(t, f.metaDir); n >= held {
 		t.Fatalf("%d mappings after release, %d before: the released table is still mapped", n, held)
 	}
 }
