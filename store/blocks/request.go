@@ -133,12 +133,12 @@ func (r *Reader) fetch(ctx context.Context, m *Member, off int64, bufs [][]byte,
 // content through Config.Content if set (bypassCopy: bypassing the tier's
 // cache), else to Config.Objects at m's pinned version.
 func (r *Reader) open(ctx context.Context, m *Member, off, length int64, from copyFrom) (io.ReadCloser, error) {
-	c := store.Content{Object: m.Object, Digest: m.Digest.String(), Size: m.Size, Snapshot: m.Snapshot, Index: m.Index}
-	switch {
-	case from == fallbackCopy:
-		return r.cfg.Fallback.ReadContent(ctx, c, off, length, false)
-	case r.cfg.Content == nil:
+	if from != fallbackCopy && r.cfg.Content == nil {
 		return r.cfg.Objects.ReadRange(ctx, m.Object, off, length)
+	}
+	c := store.Content{Object: m.Object, Digest: m.Digest.String(), Size: m.Size, Snapshot: m.Snapshot, Index: m.Index}
+	if from == fallbackCopy {
+		return r.cfg.Fallback.ReadContent(ctx, c, off, length, false)
 	}
 	return r.cfg.Content.ReadContent(ctx, c, off, length, from == bypassCopy)
 }
