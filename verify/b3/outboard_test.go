@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"iter"
 	"testing"
 
 	"github.com/pinfs/pinfs/verify/b3"
@@ -57,20 +59,32 @@ func TestCheckOutboardDetectsEveryByte(t *testing.T) {
 func TestCheckOutboardDetectsSwaps(t *testing.T) {
 	n := 16 * b3.GroupSize
 	d, ob := encoded(t, n, 16)
-	body := ob[8:]
-	for i := 0; i+64 <= len(body); i += 64 {
-		bad := bytes.Clone(ob)
-		copy(bad[8+i:], body[i+32:i+64])
-		copy(bad[8+i+32:], body[i:i+32])
+	for what, bad := range swapped(ob) {
 		if err := b3.CheckOutboard(d, int64(n), bad); !errors.Is(err, b3.ErrMismatch) {
-			t.Errorf("halves of parent %d swapped: %v", i/64, err)
+			t.Errorf("%s: %v", what, err)
 		}
-		if j := i + 64; j+64 <= len(body) {
+	}
+}
+
+// swapped yields the outboards made of ob by swapping the two halves of
+// one parent or two neighbouring parents, each named.
+func swapped(ob []byte) iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		body := ob[8:]
+		for i := 0; i+64 <= len(body); i += 64 {
 			bad := bytes.Clone(ob)
-			copy(bad[8+i:], body[j:j+64])
-			copy(bad[8+j:], body[i:i+64])
-			if err := b3.CheckOutboard(d, int64(n), bad); !errors.Is(err, b3.ErrMismatch) {
-				t.Errorf("parents %d and %d swapped: %v", i/64, j/64, err)
+			copy(bad[8+i:], body[i+32:i+64])
+			copy(bad[8+i+32:], body[i:i+32])
+			if !yield(fmt.Sprintf("halves of parent %d swapped", i/64), bad) {
+				return
+			}
+			if j := i + 64; j+64 <= len(body) {
+				bad := bytes.Clone(ob)
+				copy(bad[8+i:], body[j:j+64])
+				copy(bad[8+j:], body[i:i+64])
+				if !yield(fmt.Sprintf("parents %d and %d swapped", i/64, j/64), bad) {
+					return
+				}
 			}
 		}
 	}
