@@ -6,6 +6,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -52,6 +53,12 @@ type Config struct {
 	Disk *cache.Disk
 	// Reporter receives events; nil drops them.
 	Reporter Reporter
+	// Pool holds every block the Reader loads, off the Go heap (see
+	// store/pool). nil: the Reader makes its own, of MemBytes +
+	// ReadaheadBudget + PoolReserve, and closes it with the Reader. A
+	// pool given here may be shared by several Readers; its owner closes
+	// it.
+	Pool *pool.Pool
 
 	// OutboardBytes bounds the outboards kept in memory (default 64 MiB).
 	// The outboard in use is kept even if it alone is larger.
@@ -91,6 +98,11 @@ type Config struct {
 	// as the best raw GETs here; 1 disables runs of more than one block).
 	SpanBlocks int
 }
+
+// PoolReserve is the room of a Reader's pool beyond its memory tier and
+// readahead budget: the blocks of misses in flight, of replies the kernel
+// has not taken yet and of the disk tier's write-behind queue.
+const PoolReserve = 128 << 20
 
 // The defaults of Config.ReadaheadMax and Config.ReadaheadBudget.
 const (
