@@ -14,15 +14,44 @@ import (
 	"github.com/pinfs/pinfs/verify"
 )
 
-// SliceReader is a Reader that can hand out the verified bytes without a copy; Read then replies
-// with fuse.ReadResultVector (writev, no splice attempt, no copy into the reply buffer).
+// SliceReader is a Reader that can hand out the verified bytes without a
+// copy; Read then replies with them as they are (writev, no splice
+// attempt, no copy into the reply buffer).
 //
-// Slices returns sub-slices covering [off, off+n) of member i, in order,
-// and their total, with ReadAt's EOF convention and errors. The slices
-// must stay valid and unmodified until the reply is written (the block
-// reader's cached blocks are never written to again).
+// Slices returns the bytes covering [off, off+n) of member i, in order,
+// and their total, with ReadAt's EOF convention and errors. The bytes
+// must stay valid and unmodified until Release, which Read calls once the
+// reply is written (go-fuse's ReadResult.Done) or, on an error, at once.
+// The Slices returned is never nil.
 type SliceReader interface {
-	Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error)
+	Slices(ctx context.Context, i int, off int64, n int) (Slices, int, error)
+}
+
+// Slices is the bytes of one read held for its reply (store/blocks.Span).
+type Slices interface {
+	Vecs() [][]byte
+	Release()
+}
+
+// heldReply is a reply of held Slices: go-fuse writes its vectors with
+// writev (withSlice) and calls Done once the kernel has them, or once it
+// gives up on the reply.
+type heldReply struct {
+	vecs [][]byte
+	held Slices
+}
+
+func (r *heldReply) Slices() ([][]byte, fuse.Status) { return r.vecs, fuse.OK }
+func (r *heldReply) Size() int                       { return vecLen(r.vecs) }
+func (r *heldReply) Done()                           { r.held.Release() }
+
+// Bytes concatenates the vectors into buf, for a path that cannot writev.
+func (r *heldReply) Bytes(buf []byte) ([]byte, fuse.Status) {
+	buf = buf[:0]
+	for _, v := range r.vecs {
+		buf = append(buf, v...)
+	}
+	return buf, fuse.OK
 }
 
 // file is a member of the snapshot. It holds only its member index; the
@@ -111,14 +140,19 @@ func (f *file) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off in
 		err error
 	)
 	if sr, ok := f.t.r.(SliceReader); ok {
-		var vs [][]byte
+		var sl Slices
 		var got int
-		vs, got, err = sr.Slices(ctx, f.i, off, want)
+		sl, got, err = sr.Slices(ctx, f.i, off, want)
+		vs := sl.Vecs()
 		n = vecLen(vs)
 		if n != got && err == nil {
 			err = fmt.Errorf("slices hold %d bytes, the reader says %d", n, got)
 		}
-		res = fuse.ReadResultVector(vs)
+		if n != want || (err != nil && !errors.Is(err, io.EOF)) {
+			sl.Release() // no reply carries them
+		} else {
+			res = &heldReply{vecs: vs, held: sl}
+		}
 	} else {
 		p := dest[:want]
 		n, err = f.t.r.ReadAt(ctx, f.i, p, off)

@@ -171,13 +171,45 @@ type sliceReader struct {
 	cut int
 	lie bool
 
-	mu    sync.Mutex
-	calls int
+	mu       sync.Mutex
+	calls    int
+	released int
 }
 
 var _ SliceReader = (*sliceReader)(nil)
 
-func (r *sliceReader) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
+// heldVecs is the Slices of a sliceReader: it counts its releases.
+type heldVecs struct {
+	r    *sliceReader
+	vs   [][]byte
+	done bool
+}
+
+func (h *heldVecs) Vecs() [][]byte { return h.vs }
+func (h *heldVecs) Release() {
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	if h.done {
+		panic("Slices released twice")
+	}
+	h.done = true
+	h.r.released++
+}
+
+func (r *sliceReader) Slices(ctx context.Context, i int, off int64, n int) (Slices, int, error) {
+	sl, got, err := r.slices(i, off, n)
+	h := &heldVecs{r: r, vs: sl}
+	return h, got, err
+}
+
+// unreleased returns the Slices handed out and not released.
+func (r *sliceReader) unreleased() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls - r.released
+}
+
+func (r *sliceReader) slices(i int, off int64, n int) ([][]byte, int, error) {
 	r.mu.Lock()
 	r.calls++
 	r.mu.Unlock()
@@ -243,6 +275,14 @@ func TestReadSlices(t *testing.T) {
 		if res.Size() != int(end-c.off) {
 			t.Errorf("Read(%d@%d): reply size %d, want %d", c.n, c.off, res.Size(), end-c.off)
 		}
+		// The reply holds the bytes until go-fuse is done with it.
+		if r.unreleased() != 1 {
+			t.Errorf("Read(%d@%d): %d Slices held before the reply is done, want 1", c.n, c.off, r.unreleased())
+		}
+		res.Done()
+		if r.unreleased() != 0 {
+			t.Errorf("Read(%d@%d): the reply's Done left %d Slices held", c.n, c.off, r.unreleased())
+		}
 	}
 	if r.callCount() == 0 {
 		t.Error("Slices never called")
@@ -265,5 +305,9 @@ func TestReadSlices(t *testing.T) {
 	r.lie = true
 	if _, e := f.Read(context.Background(), nil, make([]byte, 4096), 0); e != syscall.EIO {
 		t.Errorf("lying SliceReader: Read = %v, want EIO", e)
+	}
+	// A read that fails replies with nothing and holds nothing.
+	if n := r.unreleased(); n != 0 {
+		t.Errorf("failed reads left %d Slices held", n)
 	}
 }

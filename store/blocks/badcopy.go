@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -51,17 +52,22 @@ var (
 // refetch that fails for a storage reason reports the mismatch and then
 // the fetch failure. As everywhere, an event that cannot be recorded fails
 // the read (ErrNotRecorded).
-func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte, bad error, what string) ([]byte, error) {
+//
+// blk holds the copy (pool.Flight), which fromNetwork takes over: it
+// returns blk or a refetched block in its place, held the same way, or
+// releases it.
+func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, blk *pool.Block, bad error, what string) (*pool.Block, error) {
 	m := v.m
 	off, n := blockRange(m, i)
 	err := bad
 	if !errors.Is(bad, errBadLength) {
-		err = v.recheck(ctx, i, b, bad)
+		err = v.recheck(ctx, i, blk.Bytes(), bad)
 	}
-	switch {
-	case err == nil:
-		return b, nil
-	case !errors.Is(err, b3.ErrMismatch): // the outboard could not be reloaded
+	if err == nil {
+		return blk, nil
+	}
+	blk.Release(pool.Flight)
+	if !errors.Is(err, b3.ErrMismatch) { // the outboard could not be reloaded
 		return nil, r.failed(ctx, m, i, err)
 	}
 	r.st.mismatches.Add(1)
@@ -81,6 +87,7 @@ func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte
 		// Healed, but every integrity problem goes to the run record.
 		ev.Err = fmt.Errorf("%s failed verification (%v), the refetched copy verified (healed): %w", what, err, b3.ErrMismatch)
 		if err := r.report(ev, nil); err != nil {
+			b.Release(pool.Flight)
 			return nil, err
 		}
 		return b, nil
@@ -99,6 +106,7 @@ func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte
 	}
 	ev.Err = fmt.Errorf("%v; the fallback store's copy verified (healed): %w", err, b3.ErrMismatch)
 	if err := r.report(ev, nil); err != nil {
+		b.Release(pool.Flight)
 		return nil, err
 	}
 	return b, nil
@@ -107,14 +115,19 @@ func (r *Reader) fromNetwork(ctx context.Context, v *verifier, i int64, b []byte
 // refetch fetches block i of v's member alone, the copy from says, and
 // returns it once it verifies. A copy of the wrong length or that fails
 // verification is an error wrapping b3.ErrMismatch.
-func (r *Reader) refetch(ctx context.Context, v *verifier, i int64, from copyFrom) ([]byte, error) {
+func (r *Reader) refetch(ctx context.Context, v *verifier, i int64, from copyFrom) (*pool.Block, error) {
 	off, n := blockRange(v.m, i)
-	b := make([]byte, n)
-	if err := r.fetch(ctx, v.m, off, [][]byte{b}, nil, from); err != nil {
+	blk, err := r.pool.Get(ctx, int(n), pool.Flight)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReadTimeout, err)
+	}
+	err = r.fetch(ctx, v.m, off, [][]byte{blk.Bytes()}, nil, from)
+	if err == nil {
+		err = v.verify(i, blk.Bytes())
+	}
+	if err != nil {
+		blk.Release(pool.Flight)
 		return nil, err
 	}
-	if err := v.verify(i, b); err != nil {
-		return nil, err
-	}
-	return b, nil
+	return blk, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -37,7 +38,9 @@ type Reader struct {
 	mem  *cache.Mem  // never nil: at least the front that keeps blocks read ahead
 	disk *cache.Disk // nil: disk tier disabled
 
-	calls   lru.Group[cache.Key, []byte] // one per block loading
+	pool    *pool.Pool                        // every block's memory
+	ownPool bool                              // made by New: closed by Close
+	calls   lru.Group[cache.Key, *pool.Block] // one per block loading: see callRef
 	obs     *lru.Cache[b3.Sum, []byte]   // outboards, least recently used out
 	obLoads lru.Group[obKey, []byte]     // one per outboard loading
 
@@ -92,8 +95,18 @@ func New(cfg Config) (*Reader, error) {
 		lim:    newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 		fails:  newFailures(),
 	}
-	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(frontRuns*int64(cfg.SpanBlocks)*BlockSize))
+	front := frontRuns * int64(cfg.SpanBlocks) * BlockSize
+	r.pool = cfg.Pool
+	if r.pool == nil {
+		p, err := pool.New(max(cfg.MemBytes, 0) + front + cfg.ReadaheadBudget + PoolReserve)
+		if err != nil {
+			return nil, err
+		}
+		r.pool, r.ownPool = p, true
+	}
+	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(front))
 	if err != nil {
+		r.closePool()
 		return nil, err
 	}
 	r.mem = m
@@ -148,8 +161,23 @@ func (r *Reader) Close() error {
 		return fmt.Errorf("blocks: close: reads still running after %v; memory tier left open", closeWait)
 	}
 	r.mem.Close()
+	r.budget.clear()
+	if err := r.closePool(); err != nil {
+		return fmt.Errorf("blocks: close: %w", err)
+	}
 	return nil
 }
+
+// closePool closes the pool if the Reader made it.
+func (r *Reader) closePool() error {
+	if !r.ownPool {
+		return nil
+	}
+	return r.pool.Close()
+}
+
+// Pool returns the pool that holds the Reader's blocks.
+func (r *Reader) Pool() *pool.Pool { return r.pool }
 
 // enter registers a read in progress; it returns false once the Reader is
 // closed.
@@ -179,33 +207,37 @@ func (r *Reader) enter() bool {
 // read failed for a reason that may pass less than failWindow ago fails at
 // once, with that failure.
 func (r *Reader) ReadAt(ctx context.Context, m *Member, p []byte, off int64) (int, error) {
-	vs, n, err := r.Slices(ctx, m, off, len(p))
+	sp, n, err := r.Slices(ctx, m, off, len(p))
 	k := 0
-	for _, v := range vs {
+	for _, v := range sp.Vecs() {
 		k += copy(p[k:], v)
 	}
+	sp.Release()
 	return n, err
 }
 
 // Slices is ReadAt without the copy: it returns the verified bytes of m
-// in [off, off+n) as sub-slices of cached blocks, in order, and their
-// total length. The slices are shared with the caches and other readers
-// and must never be modified. The EOF convention and the errors are
-// ReadAt's: a total < n comes with io.EOF at the end of the member or with
-// the error that stopped the read (the slices then hold the verified
-// bytes before it).
-func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]byte, int, error) {
+// in [off, off+n) as a Span of sub-slices of pool blocks, in order, and
+// their total length. The Span holds the blocks (pool.Reader) until its
+// Release, which the caller must call once it is done with the bytes (a
+// FUSE reply: once the kernel has them); the bytes are shared with the
+// caches and other readers and must never be modified. The EOF convention
+// and the errors are ReadAt's: a total < n comes with io.EOF at the end of
+// the member or with the error that stopped the read (the Span then holds
+// the verified bytes before it). The Span is never nil.
+func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) (*Span, int, error) {
+	sp := &Span{h: pool.Reader}
 	if err := check(m, off); err != nil {
-		return nil, 0, err
+		return sp, 0, err
 	}
 	switch {
 	case n <= 0:
-		return nil, 0, nil
+		return sp, 0, nil
 	case off >= m.Size:
-		return nil, 0, io.EOF
+		return sp, 0, io.EOF
 	}
 	if !r.enter() {
-		return nil, 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
+		return sp, 0, fmt.Errorf("%w: read of %s", ErrClosed, m.Path)
 	}
 	defer r.reads.Done()
 	start := time.Now()
@@ -214,36 +246,36 @@ func (r *Reader) Slices(ctx context.Context, m *Member, off int64, n int) ([][]b
 	r.readahead(m, first, last)
 	// Every block's call is started before the first is waited for, so
 	// that the blocks of a read that spans several load in parallel.
-	var pds []pending
+	pds := make([]pending, 0, last-first+1)
 	for i := first; i <= last; i++ {
 		pds = append(pds, r.pend(m, i, start))
 	}
-	vs := make([][]byte, 0, len(pds))
 	got := 0
-	for j, pd := range pds {
+	for j := range pds {
 		i := first + int64(j)
-		b, err := r.get(ctx, m, i, pd, start)
+		b, err := r.get(ctx, m, i, pds[j], start)
 		if err != nil {
+			for _, pd := range pds[j+1:] {
+				pd.drop()
+			}
 			r.st.bytesServed.Add(int64(got))
-			return vs, got, err
+			return sp, got, err
 		}
 		bo := i * BlockSize
 		// A block read ahead gives its room back once a read has its tail:
 		// its reader is past it. Put back into the memory tier, it stays
 		// for a straggling read of its head; a reader whose reads do not
 		// line up with blocks would otherwise fetch it twice.
-		if end >= bo+int64(len(b)) && r.budget.release(key(m, i)) {
+		if end >= bo+int64(b.Len()) && r.budget.release(key(m, i)) {
 			r.mem.Put(key(m, i), b)
 		}
-		v := b[max(off, bo)-bo : min(end, bo+int64(len(b)))-bo]
-		vs = append(vs, v)
-		got += len(v)
+		got += sp.add(b, int(max(off, bo)-bo), int(min(end, bo+int64(b.Len()))-bo))
 	}
 	r.st.bytesServed.Add(int64(got))
 	if got < n {
-		return vs, got, io.EOF
+		return sp, got, io.EOF
 	}
-	return vs, got, nil
+	return sp, got, nil
 }
 
 // check refuses a read of m at off that can have no answer.
@@ -257,15 +289,22 @@ func check(m *Member, off int64) error {
 	return nil
 }
 
-// pending is a block that is either at hand (a memory hit) or loading,
-// or whose read failed a moment ago (err, the failure remembered), or
-// that has events owed (Reader.settle), which must be recorded before it
-// is read.
+// pending is a block that is either at hand (a memory hit, held for
+// the read: pool.Reader) or loading, or whose read failed a moment ago
+// (err, the failure remembered), or that has events owed (Reader.settle),
+// which must be recorded before it is read.
 type pending struct {
-	b    []byte
-	c    *lru.Call[[]byte]
+	b    *pool.Block
+	c    *lru.Call[*pool.Block]
 	err  error
 	owed bool
+}
+
+// drop releases what pd holds, for a read that will not get to it.
+func (pd pending) drop() {
+	if pd.b != nil {
+		pd.b.Release(pool.Reader)
+	}
 }
 
 // pend returns that block i of m has events owed, or else the block from
@@ -292,6 +331,12 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	return pending{c: cs[i-first]}
 }
 
+// maxLost bounds how often get starts over for a block whose load ended
+// but which left every cache before the read could take a reference
+// (callRef): only a pool far too small for its readers loses a block
+// so often.
+const maxLost = 8
+
 // get returns block i of m from pd, waiting for its call or for ctx; a
 // block with events owed has them recorded first (settle) and is pended
 // again, and fails if they cannot be. If
@@ -304,32 +349,39 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 // failWindow: the kernel reads a page once more after its read failed,
 // and that read, or any other of the block within the window, fails at
 // once instead of waiting a read timeout again.
-func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start time.Time) ([]byte, error) {
-	for pd.owed {
-		if err := r.settle(ctx, m, i); err != nil {
-			return nil, err
+func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start time.Time) (*pool.Block, error) {
+	for lost := 0; ; lost++ {
+		for pd.owed {
+			if err := r.settle(ctx, m, i); err != nil {
+				return nil, err
+			}
+			pd = r.pend(m, i, start)
 		}
-		pd = r.pend(m, i, start)
+		switch {
+		case pd.err != nil:
+			return nil, pd.err
+		case pd.c == nil:
+			return pd.b, nil
+		}
+		b, err := waitRef(ctx, pd.c)
+		if errors.Is(err, errLost) && lost < maxLost {
+			r.st.lost.Add(1)
+			pd = r.pend(m, i, start)
+			continue
+		}
+		if err == nil {
+			return b, nil
+		}
+		if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
+			r.st.freshFlights.Add(1)
+			cs, first := r.startRun(m, i, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
+			b, err = waitRef(ctx, cs[i-first])
+		}
+		if err != nil && ctx.Err() == nil && passing(err) {
+			r.fails.add(key(m, i), err)
+		}
+		return b, err
 	}
-	switch {
-	case pd.err != nil:
-		return nil, pd.err
-	case pd.c == nil:
-		return pd.b, nil
-	}
-	b, err := pd.c.Wait(ctx)
-	if err == nil {
-		return b, nil
-	}
-	if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
-		r.st.freshFlights.Add(1)
-		cs, first := r.startRun(m, i, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
-		b, err = cs[i-first].Wait(ctx)
-	}
-	if err != nil && ctx.Err() == nil && passing(err) {
-		r.fails.add(key(m, i), err)
-	}
-	return b, err
 }
 
 // passing reports whether a load that failed with err may succeed if it is
@@ -337,12 +389,12 @@ func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start 
 // closed Reader or a permanent store answer.
 func passing(err error) bool {
 	return !permanent(err) && !errors.Is(err, b3.ErrMismatch) && !errors.Is(err, ErrNotRecorded) &&
-		!errors.Is(err, ErrClosed)
+		!errors.Is(err, ErrClosed) && !errors.Is(err, errLost)
 }
 
-// memGet returns block i of m from the memory tier and counts a memory
-// hit: for a block about to be served.
-func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
+// memGet returns block i of m from the memory tier, held for the read
+// (pool.Reader), and counts a memory hit: for a block about to be served.
+func (r *Reader) memGet(m *Member, i int64) (*pool.Block, bool) {
 	b, ok := r.memBlock(m, i)
 	if ok {
 		r.st.memHits.Add(1)
@@ -351,15 +403,19 @@ func (r *Reader) memGet(m *Member, i int64) ([]byte, bool) {
 }
 
 // memBlock returns block i of m from the memory tier, or loaded ahead
-// and held by the budget, without counting a hit. A cached block of
-// another length than m's block i (a manifest that gives the same digest
-// another size) is not used.
-func (r *Reader) memBlock(m *Member, i int64) ([]byte, bool) {
-	b, ok := r.mem.Get(key(m, i))
+// and held by the budget, held for the caller (pool.Reader), without
+// counting a hit. A cached block of another length than m's block i (a
+// manifest that gives the same digest another size) is not used.
+func (r *Reader) memBlock(m *Member, i int64) (*pool.Block, bool) {
+	b, ok := r.mem.Get(key(m, i), pool.Reader)
 	if !ok {
 		b, ok = r.budget.loaded(key(m, i))
 	}
-	if _, n := blockRange(m, i); !ok || int64(len(b)) != n {
+	if !ok {
+		return nil, false
+	}
+	if _, n := blockRange(m, i); int64(b.Len()) != n {
+		b.Release(pool.Reader)
 		return nil, false
 	}
 	return b, true

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -225,7 +226,8 @@ func TestNetworkCorruptionTwice(t *testing.T) {
 	}
 	k := cache.Key{Digest: m.Digest, Index: 1}
 	r.mem.Wait()
-	if _, ok := r.mem.Get(k); ok {
+	if b, ok := r.mem.Get(k, pool.Reader); ok {
+		b.Release(pool.Reader)
 		t.Fatal("the bad block is in the memory tier")
 	}
 	if _, ok := disk.Get(k, m.Size); ok {

@@ -1,12 +1,14 @@
 package blocks
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/pinfs/pinfs/store/cache"
-	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/verify/b3"
 )
+
+// k0 is the stream of the budget tests' blocks (cache.Key's zero digest).
+var k0 b3.Sum
 
 // TestBudgetHoldTwiceGivesBack: a block held again by a newer call (its
 // first load failed, a later run asks for it again) gives the older
@@ -16,16 +18,17 @@ import (
 // for good.
 func TestBudgetHoldTwiceGivesBack(t *testing.T) {
 	const n = BlockSize
+	p := testPool(t, 1)
 	b := newBudget(4 * n)
 	k := cache.Key{Index: 3}
-	if !b.take(n) {
+	if !b.take(k0, n) {
 		t.Fatal("take of one block from an empty budget refused")
 	}
-	b.hold(k, n, lru.Finished[[]byte](nil, errors.New("the first load failed")), false)
-	if !b.take(n) {
+	holdFailed(b, k, n)
+	if !b.take(k0, n) {
 		t.Fatal("take of a second block refused")
 	}
-	b.hold(k, n, lru.Finished[[]byte](make([]byte, n), nil), false)
+	holdLoaded(t, b, p, k, n, string(make([]byte, n)), false)
 	if got := b.bytes(); got != n {
 		t.Fatalf("a block held twice: %d bytes reserved, want %d (one block's)", got, n)
 	}
@@ -37,7 +40,7 @@ func TestBudgetHoldTwiceGivesBack(t *testing.T) {
 	}
 	// The whole budget is usable again: four blocks fit.
 	for i := range 4 {
-		if !b.take(n) {
+		if !b.take(k0, n) {
 			t.Fatalf("take %d of 4 blocks refused: the budget leaked", i+1)
 		}
 	}

@@ -332,7 +332,14 @@ func (e *env) reader(cfg Config) *Reader {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { r.Close() })
+	e.t.Cleanup(func() {
+		r.Close()
+		// Every block the Reader loaded went back to its pool: nothing
+		// a flight, a read, a tier or the budget took was leaked.
+		if st := r.Pool().Stats(); cfg.Pool == nil && st.Free != st.Slots {
+			e.t.Errorf("after Close, %d of %d pool slots still held: %v", st.Slots-st.Free, st.Slots, st.InUse)
+		}
+	})
 	return r
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -44,7 +45,7 @@ const (
 type run struct {
 	m        Member // a copy: the caller's may change
 	first    int64
-	calls    []*lru.Call[[]byte]
+	calls    []*lru.Call[*pool.Block]
 	q0, q1   int64
 	deadline time.Time
 	disk     bool
@@ -79,14 +80,20 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 	}
 	r.mu.Unlock()
 	disk := putOnDisk(true, m.Size, r.disk.Limit())
+	// Runs no larger than the stream's fair share of the budget, so that
+	// many streams each keep some room ahead (budget.go).
+	span := int64(r.cfg.SpanBlocks)
+	if from <= to {
+		span = min(span, max(r.budget.share(m.Digest)/BlockSize, 1))
+	}
 	for i := from; i <= to; {
-		lo, hi := runBounds(i, int64(r.cfg.SpanBlocks), nb, from)
+		lo, hi := runBounds(i, span, nb, from)
 		// The budget keeps the blocks of the window; the rest of a part
 		// asked for while the window is smaller than one (the first
 		// reads, or a reader of a header: file(1), a format sniffer) it
 		// keeps loosely, giving their room to the first run that needs it.
 		hold := hi
-		if window < int64(r.cfg.SpanBlocks) {
+		if window < span {
 			hold = min(hi, to)
 		}
 		cs, first := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
@@ -120,18 +127,18 @@ func (r *Reader) sequential(m *Member) bool {
 // without room startRun returns nil.
 // The run ends ReadTimeout after start (the read's start; zero: from
 // now).
-func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[[]byte], int64) {
+func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[*pool.Block], int64) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return []*lru.Call[[]byte]{lru.Finished[[]byte](nil, ErrClosed)}, i
+		return []*lru.Call[*pool.Block]{lru.Finished[*pool.Block](nil, ErrClosed)}, i
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	var reserved int64 // bytes of the budget not yet held by a block
 	if kind != runRead {
 		reserved = runBytes(m, lo, hi)
-		if !r.budget.take(reserved) {
+		if !r.budget.take(m.Digest, reserved) {
 			r.wg.Done()
 			return nil, i
 		}
@@ -145,14 +152,14 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 		default:
 			r.st.memHits.Add(1) // served from the call take ended
 		}
-		r.budget.give(reserved)
+		r.budget.give(m.Digest, reserved)
 		r.wg.Done()
-		return []*lru.Call[[]byte]{c}, i
+		return []*lru.Call[*pool.Block]{c}, i
 	}
 	if start.IsZero() {
 		start = c.Started()
 	}
-	ru := &run{m: *m, first: i, calls: []*lru.Call[[]byte]{c}, q0: i, q1: i,
+	ru := &run{m: *m, first: i, calls: []*lru.Call[*pool.Block]{c}, q0: i, q1: i,
 		deadline: start.Add(r.cfg.ReadTimeout), disk: disk}
 	if onDisk {
 		ru.q0, ru.q1 = i+1, i // load it alone; no run around it
@@ -162,7 +169,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 			if !own || isDone(cj) {
 				break
 			}
-			ru.calls = append([]*lru.Call[[]byte]{cj}, ru.calls...)
+			ru.calls = append([]*lru.Call[*pool.Block]{cj}, ru.calls...)
 			ru.first = j
 			if onDisk {
 				break
@@ -194,7 +201,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 		r.budget.hold(k, n, cj, ru.first+int64(j) > hold)
 		reserved -= n
 	}
-	r.budget.give(reserved)
+	r.budget.give(m.Digest, reserved)
 	go func() {
 		r.fly(ru)
 		r.budget.failed(ru.first, ru.calls, func(i int64) cache.Key { return key(&ru.m, i) })
@@ -216,22 +223,21 @@ func runBytes(m *Member, lo, hi int64) int64 {
 // disk tier has it. The tiers are asked after the call is started: a flight puts a
 // block in the tiers before it forgets its call, so that no block is
 // fetched twice.
-func (r *Reader) take(m *Member, j int64) (c *lru.Call[[]byte], own, onDisk bool) {
+func (r *Reader) take(m *Member, j int64) (c *lru.Call[*pool.Block], own, onDisk bool) {
 	k := key(m, j)
 	c, own = r.calls.Start(k)
 	if !own {
 		return c, false, false
 	}
 	if b, ok := r.memBlock(m, j); ok {
-		c.Set(b, nil)
-		r.calls.Forget(k, c)
+		r.setCall(c, k, b, pool.Reader)
 		return c, true, false
 	}
 	return c, true, r.disk.Has(k, m.Size)
 }
 
 // isDone reports whether c has ended.
-func isDone(c *lru.Call[[]byte]) bool {
+func isDone(c *lru.Call[*pool.Block]) bool {
 	select {
 	case <-c.Done():
 		return true
@@ -255,20 +261,32 @@ func (r *Reader) fly(ru *run) {
 	defer cancel()
 	m := &ru.m
 	v := &verifier{r: r, m: m}
-	n := ru.q1 - ru.q0 + 1
+	// The request's blocks land in pool slots (pool.Flight): the first
+	// waits for one, the rest are taken only if free, so that no flight
+	// holds slots while it waits for more; a run the pool cannot fill at
+	// once is cut to the slots it got, and its other blocks load alone.
+	blks, gerr := r.flightBlocks(ctx, m, ru.q0, ru.q1)
+	if gerr != nil {
+		for j := range ru.calls {
+			i := ru.first + int64(j)
+			r.complete(ru, i, nil, 0, r.failed(ctx, m, i, gerr))
+		}
+		return
+	}
+	n := int64(len(blks))
+	alone := ru.q0 + n // the requested blocks from which on each loads alone
 	var (
-		bufs  = make([][]byte, max(n, 0))
-		bad   = make([]error, max(n, 0))
-		l     = &landing{r: r, ru: ru, v: v, bufs: bufs, bad: bad, next: ru.q0}
-		ferr  error
-		oerr  error
-		alone = ru.q1 + 1 // the requested blocks from which on each loads alone
+		bufs = make([][]byte, n)
+		bad  = make([]error, n)
+		l    = &landing{r: r, ru: ru, v: v, blks: blks, bufs: bufs, bad: bad, next: ru.q0, last: alone - 1}
+		ferr error
+		oerr error
 	)
+	defer l.releaseRest()
 	if n > 0 {
 		off0, _ := blockRange(m, ru.q0)
-		for q := range bufs {
-			_, bn := blockRange(m, ru.q0+int64(q))
-			bufs[q] = make([]byte, bn)
+		for q, b := range blks {
+			bufs[q] = b.Bytes()
 		}
 		l.off0 = off0
 		fctx := ctx // the request's: ended if the outboard cannot be loaded
@@ -286,7 +304,7 @@ func (r *Reader) fly(ru *run) {
 		}
 		ferr = r.fetch(fctx, m, off0, bufs, l.arrived, cachedCopy)
 		oerr = v.wait()
-		if errors.Is(ferr, b3.ErrMismatch) && l.next <= ru.q1 {
+		if errors.Is(ferr, b3.ErrMismatch) && l.next < alone {
 			// The copy of block l.next has the wrong length (the tier's
 			// answer says so): a bad copy. The blocks after it were not
 			// delivered; each loads alone.
@@ -304,17 +322,17 @@ func (r *Reader) fly(ru *run) {
 		return
 	}
 	what := "first copy"
-	if n > 1 {
+	if ru.q1 > ru.q0 {
 		what = fmt.Sprintf("copy in a request for blocks %d-%d", ru.q0, ru.q1)
 	}
 	for j := range ru.calls {
 		i := ru.first + int64(j)
 		switch {
-		case i < ru.q0 || i > ru.q1 || i >= alone:
+		case i < ru.q0 || i >= alone:
 			b, src, err := r.load(ctx, v, i)
 			r.complete(ru, i, b, src, err)
 		case bad[i-ru.q0] != nil:
-			b, err := r.fromNetwork(ctx, v, i, bufs[i-ru.q0], bad[i-ru.q0], what)
+			b, err := r.fromNetwork(ctx, v, i, l.take(i), bad[i-ru.q0], what)
 			if err == nil {
 				r.st.verified.Add(1)
 			}
@@ -325,65 +343,105 @@ func (r *Reader) fly(ru *run) {
 	}
 }
 
+// flightBlocks returns pool blocks for the requested blocks q0..q1 of m
+// (none if q0 > q1): the first waits for a free slot until ctx ends, the
+// others are taken while slots are free. Waiting past ctx is a timeout of
+// the run's blocks (ErrReadTimeout).
+func (r *Reader) flightBlocks(ctx context.Context, m *Member, q0, q1 int64) ([]*pool.Block, error) {
+	if q0 > q1 {
+		return nil, nil
+	}
+	_, n := blockRange(m, q0)
+	b, err := r.pool.Get(ctx, int(n), pool.Flight)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrReadTimeout, err)
+	}
+	blks := make([]*pool.Block, 1, q1-q0+1)
+	blks[0] = b
+	for q := q0 + 1; q <= q1; q++ {
+		_, n := blockRange(m, q)
+		b, ok := r.pool.TryGet(int(n), pool.Flight)
+		if !ok {
+			r.st.runsCut.Add(1)
+			break
+		}
+		blks = append(blks, b)
+	}
+	return blks, nil
+}
+
 // complete hands a loaded block to the memory tier, which finds it at once,
 // and to its call's waiters, then to the disk tier; the call is forgotten
 // last, so that a reader who arrives in between joins it instead of
 // fetching again. A block that loads is no longer remembered as failed
 // (Reader.fails).
-func (r *Reader) complete(ru *run, i int64, data []byte, src source, err error) {
+func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error) {
 	k := key(&ru.m, i)
 	c := ru.calls[i-ru.first]
-	if err == nil {
-		if src != fromMem {
-			r.mem.Put(k, data)
-		}
-		r.fails.forget(k)
+	if err != nil {
+		c.Set(nil, err)
+		r.calls.Forget(k, c)
+		return
 	}
-	c.Set(data, err)
-	if err == nil && src == fromNetwork && ru.disk {
-		_ = r.disk.Put(k, ru.m.Size, data) // best effort: the tier counts and logs a failure
+	if src != fromMem {
+		r.mem.Put(k, b)
 	}
-	r.calls.Forget(k, c)
+	r.fails.forget(k)
+	r.budget.landed(k, c, b)
+	if src == fromNetwork && ru.disk {
+		_ = r.disk.PutBlock(k, ru.m.Size, b) // best effort: the tier counts and logs a failure
+	}
+	r.setCall(c, k, b, pool.Flight)
 }
 
 // load returns the verified bytes of block i of v's member alone, and
 // where they came from: from the disk tier (verified; a copy that fails is
 // removed, reported and fetched again), or else from the store.
-func (r *Reader) load(ctx context.Context, v *verifier, i int64) ([]byte, source, error) {
+func (r *Reader) load(ctx context.Context, v *verifier, i int64) (*pool.Block, source, error) {
 	m := v.m
 	k := key(m, i)
 	off, n := blockRange(m, i)
-	if b, ok := r.disk.Get(k, m.Size); ok {
+	blk, err := r.pool.Get(ctx, int(n), pool.Flight)
+	if err != nil {
+		return nil, 0, r.failed(ctx, m, i, fmt.Errorf("%w: %w", ErrReadTimeout, err))
+	}
+	b := blk.Bytes()
+	if r.disk.ReadInto(k, m.Size, b) {
 		err := v.check(ctx, i, b)
 		if err == nil {
 			r.st.diskHits.Add(1)
 			r.st.verified.Add(1)
-			return b, fromDisk, nil
+			return blk, fromDisk, nil
 		}
 		if !errors.Is(err, b3.ErrMismatch) { // the outboard could not be reloaded
+			blk.Release(pool.Flight)
 			return nil, 0, r.failed(ctx, m, i, err)
 		}
 		r.disk.Remove(k)
 		r.st.mismatches.Add(1)
 		if err := r.report(Event{Kind: KindMismatch, Member: m, Off: off, Len: n, From: FromDisk, Err: err}, nil); err != nil {
+			blk.Release(pool.Flight)
 			return nil, 0, err
 		}
 	}
 	r.st.fetches.Add(1)
-	b := make([]byte, n)
 	bad := r.fetch(ctx, m, off, [][]byte{b}, nil, cachedCopy)
 	switch {
 	case errors.Is(bad, b3.ErrMismatch): // a copy of the wrong length
 		bad = fmt.Errorf("%w: %w", errBadLength, bad)
 	case bad != nil:
+		blk.Release(pool.Flight)
 		return nil, 0, r.failed(ctx, m, i, bad)
 	default:
 		bad = v.verify(i, b)
 	}
-	b, err := r.fromNetwork(ctx, v, i, b, bad, "first copy")
+	blk, err = r.fromNetwork(ctx, v, i, blk, bad, "first copy")
 	if err != nil {
 		return nil, 0, err
 	}
 	r.st.verified.Add(1)
-	return b, fromNetwork, nil
+	return blk, fromNetwork, nil
 }

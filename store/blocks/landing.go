@@ -1,6 +1,10 @@
 package blocks
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/pinfs/pinfs/store/pool"
+)
 
 // The blocks of a flight's request land in their buffers while the
 // member's outboard may still be loading (it is loaded together with the
@@ -12,17 +16,22 @@ import "sync"
 // verified against a missing outboard, and none is served or cached
 // before it verifies.
 
-// landing is the requested blocks q0..q1 of a run: their buffers, how many
-// of the request's bytes are in, and the next block to settle. The fields
+// landing is the requested blocks q0..last of a run: their pool blocks
+// and buffers, how many of the request's bytes are in, and the next block
+// to settle. The flight's reference to each block (pool.Flight) passes
+// to its call when it settles, to fromNetwork when it fails verification
+// (take), and is released by releaseRest for the blocks never delivered. The fields
 // after mu are guarded by it; once the request and the outboard load have
 // both ended, the flight reads them without it.
 type landing struct {
 	r    *Reader
 	ru   *run
 	v    *verifier
-	off0 int64    // the member offset of the request's first byte
-	bufs [][]byte // one per block q0..q1
-	bad  []error  // per block: the verification failure, settled after the request
+	off0 int64         // the member offset of the request's first byte
+	blks []*pool.Block // one per block q0..last; nil once handed on
+	bufs [][]byte      // their bytes
+	bad  []error       // per block: the verification failure, settled after the request
+	last int64         // the last block requested
 
 	mu    sync.Mutex
 	have  int64 // bytes of the request delivered
@@ -57,7 +66,7 @@ func (l *landing) outboardIn() {
 // outboard is in.
 func (l *landing) settle() {
 	ru := l.ru
-	for ; l.next <= ru.q1; l.next++ {
+	for ; l.next <= l.last; l.next++ {
 		off, bn := blockRange(&ru.m, l.next)
 		if off+bn-l.off0 > l.have {
 			return
@@ -69,6 +78,26 @@ func (l *landing) settle() {
 			continue
 		}
 		l.r.st.verified.Add(1)
-		l.r.complete(ru, l.next, b, fromNetwork, nil)
+		l.r.complete(ru, l.next, l.take(l.next), fromNetwork, nil)
+	}
+}
+
+// take hands on the flight's reference to block i's pool block. Once the
+// request has ended it needs no lock: nothing else touches blks.
+func (l *landing) take(i int64) *pool.Block {
+	q := i - l.ru.q0
+	b := l.blks[q]
+	l.blks[q] = nil
+	return b
+}
+
+// releaseRest releases the blocks not handed on: never delivered, or cut
+// off by a bad copy before them. The flight calls it once it is done.
+func (l *landing) releaseRest() {
+	for q, b := range l.blks {
+		if b != nil {
+			b.Release(pool.Flight)
+			l.blks[q] = nil
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // envDisk returns a new env and a disk tier of 1 GiB in a temp dir,
@@ -62,12 +63,14 @@ func TestHeldBlocksOutliveChurn(t *testing.T) {
 	disk.Flush()
 
 	want := src[BlockSize/2 : BlockSize/2+2*BlockSize+10]
-	if got := bytes.Join(reply, nil); !bytes.Equal(got, want) {
+	if got := bytes.Join(reply.Vecs(), nil); !bytes.Equal(got, want) {
 		t.Fatalf("the bytes a reply held changed while it held them (%d bytes)", len(got))
 	}
-	if !bytes.Equal(entry, src[3*BlockSize:4*BlockSize]) {
+	if !bytes.Equal(entry.Bytes(), src[3*BlockSize:4*BlockSize]) {
 		t.Fatal("the bytes of a memory-tier entry changed while it was held")
 	}
+	reply.Release()
+	entry.Release(pool.Reader)
 	for i := int64(0); i < numBlocks(held.Size); i++ {
 		b, ok := disk.Get(key(held, i), held.Size)
 		if !ok {

@@ -2,7 +2,6 @@ package blocks
 
 import (
 	"context"
-	"errors"
 	"io"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // inflightStore counts the requests of an ObjectReader from the call until
@@ -335,42 +335,43 @@ func TestWarmBudget(t *testing.T) {
 // block in flight keeps it, and a loaded one is served by the budget
 // until it is read.
 func TestBudgetSweep(t *testing.T) {
+	p := testPool(t, 2)
 	b := newBudget(4 << 20)
 	b.stale = time.Hour
 	k := func(i int64) cache.Key { return cache.Key{Index: i} }
-	var g lru.Group[cache.Key, []byte]
+	var g lru.Group[cache.Key, *pool.Block]
 	flying, _ := g.Start(k(3))
-	if !b.take(4 << 20) {
+	if !b.take(k0, 4<<20) {
 		t.Fatal("take on an empty budget failed")
 	}
-	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil), false)
-	b.hold(k(1), 1<<20, lru.Finished[[]byte](nil, errors.New("failed")), false)
-	b.hold(k(2), 1<<20, lru.Finished([]byte("block 2"), nil), false)
+	holdLoaded(t, b, p, k(0), 1<<20, "block 0", false)
+	holdFailed(b, k(1), 1<<20)
+	holdLoaded(t, b, p, k(2), 1<<20, "block 2", false)
 	b.hold(k(3), 1<<20, flying, false)
-	if got, ok := b.loaded(k(0)); !ok || string(got) != "block 0" {
+	if got, ok := loadedString(b, k(0)); !ok || got != "block 0" {
 		t.Fatalf("loaded block 0: %q, %v", got, ok)
 	}
 	for _, i := range []int64{1, 3} {
-		if _, ok := b.loaded(k(i)); ok {
+		if _, ok := loadedString(b, k(i)); ok {
 			t.Fatalf("block %d (failed or in flight) is served", i)
 		}
 	}
-	if !b.take(1<<20) || b.bytes() != 4<<20 {
+	if !b.take(k0, 1<<20) || b.bytes() != 4<<20 {
 		t.Fatalf("take after the failed block: %d bytes reserved, want 4 MiB", b.bytes())
 	}
 	b.stale = 0 // blocks 0 and 2 are stale now
-	if !b.take(1<<20) || b.bytes() != 3<<20 {
+	if !b.take(k0, 1<<20) || b.bytes() != 3<<20 {
 		t.Fatalf("take after the stale blocks: %d bytes reserved, want 3 MiB (block 3 and two reservations)", b.bytes())
 	}
-	if b.take(2 << 20) {
+	if b.take(k0, 2<<20) {
 		t.Fatal("take beyond the budget succeeded")
 	}
 	b.release(k(3))
-	b.give(2 << 20)
+	b.give(k0, 2<<20)
 	if b.bytes() != 0 || len(b.held) != 0 {
 		t.Fatalf("%d bytes, %d blocks held after every release", b.bytes(), len(b.held))
 	}
-	if !b.take(8 << 20) {
+	if !b.take(k0, 8<<20) {
 		t.Fatal("a run larger than the whole budget is refused on an empty budget")
 	}
 }
@@ -397,23 +398,24 @@ func TestReadaheadFailureReleases(t *testing.T) {
 // its room to the first take that needs it once it is loaded, long before
 // staleAfter; one still in flight keeps it.
 func TestBudgetLoose(t *testing.T) {
+	p := testPool(t, 1)
 	b := newBudget(2 << 20)
 	b.stale = time.Hour
 	k := func(i int64) cache.Key { return cache.Key{Index: i} }
-	var g lru.Group[cache.Key, []byte]
+	var g lru.Group[cache.Key, *pool.Block]
 	flying, _ := g.Start(k(1))
-	if !b.take(2 << 20) {
+	if !b.take(k0, 2<<20) {
 		t.Fatal("take on an empty budget failed")
 	}
-	b.hold(k(0), 1<<20, lru.Finished([]byte("block 0"), nil), true)
+	holdLoaded(t, b, p, k(0), 1<<20, "block 0", true)
 	b.hold(k(1), 1<<20, flying, true)
-	if _, ok := b.loaded(k(0)); !ok {
+	if _, ok := loadedString(b, k(0)); !ok {
 		t.Fatal("a loose block loaded is not served while no one needs its room")
 	}
-	if !b.take(1<<20) || b.bytes() != 2<<20 {
+	if !b.take(k0, 1<<20) || b.bytes() != 2<<20 {
 		t.Fatalf("take with a loose block loaded: %d bytes reserved, want 2 MiB (block 1 and the new reservation)", b.bytes())
 	}
-	if b.take(1 << 20) {
+	if b.take(k0, 1<<20) {
 		t.Fatal("a loose block in flight gave its room")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // Stats is a snapshot of a Reader's counters.
@@ -51,15 +52,24 @@ type Stats struct {
 	// include those of files that failed.
 	PassthroughVerified, PassthroughBytesVerified, PassthroughBytesRead int64
 
+	// RunsCut counts the runs cut short because the pool had no free
+	// slot for all their blocks; Lost the loads whose block left every
+	// holder before a waiter took it (loaded again).
+	RunsCut, Lost int64
+	// ReadaheadStreams is the number of streams holding room in the
+	// readahead budget now (each gets a fair share of it).
+	ReadaheadStreams int
+
 	Mem  cache.MemStats
 	Disk cache.DiskStats
+	Pool pool.Stats
 }
 
 type counters struct {
 	bytesServed, verified, memHits, diskHits, joined, fetches, requests, retries,
 	mismatches, outboardLoads, readaheads, aheadSkipped, aheadResets, windowMax, freshFlights,
 	versionMissing, fetchFailed, eventsUnrecorded,
-	backHanded, backRefused, backVerified, backBytes, backRead atomic.Int64
+	backHanded, backRefused, backVerified, backBytes, backRead, runsCut, lost atomic.Int64
 }
 
 // Stats returns the Reader's counters and those of its cache tiers. Each
@@ -96,7 +106,12 @@ func (r *Reader) Stats() Stats {
 		PassthroughBytesVerified: r.st.backBytes.Load(),
 		PassthroughBytesRead:     r.st.backRead.Load(),
 
+		RunsCut:          r.st.runsCut.Load(),
+		Lost:             r.st.lost.Load(),
+		ReadaheadStreams: r.budget.streamCount(),
+
 		Disk: r.disk.Stats(),
+		Pool: r.pool.Stats(),
 	}
 	if r.mem != nil {
 		s.Mem = r.mem.Stats()

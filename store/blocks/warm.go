@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // Warm loads every block of m that the disk tier does not hold, verified,
@@ -32,7 +33,7 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 	}
 	type loading struct {
 		i     int64
-		c     *lru.Call[[]byte]
+		c     *lru.Call[*pool.Block]
 		start time.Time
 	}
 	var queue []loading // in block order
@@ -50,8 +51,9 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		if err != nil {
 			return err
 		}
-		_ = r.disk.Put(key(m, l.i), m.Size, b) // best effort, as for a read
-		progress(int64(len(b)))
+		_ = r.disk.PutBlock(key(m, l.i), m.Size, b) // best effort, as for a read
+		progress(int64(b.Len()))
+		b.Release(pool.Reader)
 		return nil
 	}
 	nb := numBlocks(m.Size)
@@ -66,7 +68,8 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 			continue
 		}
 		if b, ok := r.memGet(m, i); ok {
-			_ = r.disk.Put(k, m.Size, b)
+			_ = r.disk.PutBlock(k, m.Size, b)
+			b.Release(pool.Reader)
 			progress(n)
 			i++
 			continue

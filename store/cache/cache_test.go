@@ -2,10 +2,12 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -15,6 +17,46 @@ func key(i int, idx int64) Key {
 
 func block(k Key, n int) []byte {
 	return bytes.Repeat([]byte(k.String()[:8]), n/8+1)[:n]
+}
+
+// testPool returns a pool of slots for a test, checked at the end: every
+// slot must have come back once the test has released what it holds and
+// closed its tiers.
+func testPool(t *testing.T, slots int) *pool.Pool {
+	t.Helper()
+	p, err := pool.New(int64(slots) * pool.SlotSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if st := p.Stats(); st.Free != st.Slots {
+			t.Errorf("%d of %d slots still held at the end: %v", st.Slots-st.Free, st.Slots, st.InUse)
+		}
+	})
+	return p
+}
+
+// memPut puts block(k, n) into m from a pool block, and releases the
+// caller's reference.
+func memPut(t *testing.T, p *pool.Pool, m *Mem, k Key, n int) {
+	t.Helper()
+	b, err := p.Get(context.Background(), n, pool.Flight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b.Bytes(), block(k, n))
+	m.Put(k, b)
+	b.Release(pool.Flight)
+}
+
+// get returns k's bytes from m, copied, releasing the reference Get took.
+func get(m *Mem, k Key) ([]byte, bool) {
+	b, ok := m.Get(k, pool.Reader)
+	if !ok {
+		return nil, false
+	}
+	defer b.Release(pool.Reader)
+	return bytes.Clone(b.Bytes()), true
 }
 
 func TestKeyName(t *testing.T) {
@@ -35,22 +77,23 @@ func TestKeyName(t *testing.T) {
 }
 
 func TestMem(t *testing.T) {
+	p := testPool(t, 1)
 	m, err := NewMem(4 << 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
 	k := key(1, 0)
-	if _, ok := m.Get(k); ok {
+	if _, ok := get(m, k); ok {
 		t.Fatal("hit in an empty cache")
 	}
-	m.Put(k, block(k, 1000))
+	memPut(t, p, m, k, 1000)
 	m.Wait()
-	b, ok := m.Get(k)
+	b, ok := get(m, k)
 	if !ok || !bytes.Equal(b, block(k, 1000)) {
 		t.Fatalf("Get after Put: %v", ok)
 	}
-	if _, ok := m.Get(key(1, 1)); ok {
+	if _, ok := get(m, key(1, 1)); ok {
 		t.Fatal("hit for another index")
 	}
 	st := m.Stats()
@@ -63,6 +106,7 @@ func TestMem(t *testing.T) {
 }
 
 func TestMemBudget(t *testing.T) {
+	p := testPool(t, 40)
 	m, err := NewMem(4 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -70,11 +114,16 @@ func TestMemBudget(t *testing.T) {
 	defer m.Close()
 	for i := range 40 {
 		k := key(i, 0)
-		m.Put(k, block(k, 256<<10))
+		memPut(t, p, m, k, 256<<10)
 		m.Wait()
 	}
 	if st := m.Stats(); st.Bytes > 4<<20 || st.Bytes <= 0 {
 		t.Fatalf("memory tier holds %d bytes, budget %d", st.Bytes, 4<<20)
+	}
+	// What the tier let go went back to the pool: it holds at most its
+	// budget's worth of slots.
+	if st := p.Stats(); st.Slots-st.Free > 4 {
+		t.Fatalf("%d slots held by a tier of 4 MiB: %v", st.Slots-st.Free, st.InUse)
 	}
 }
 
@@ -82,6 +131,7 @@ func TestMemBudget(t *testing.T) {
 // policy have taken it, keeps the latest within its budget, and works
 // alone when ristretto has no budget.
 func TestMemFront(t *testing.T) {
+	p := testPool(t, 16)
 	m, err := NewMem(1<<20, WithFront(3<<20))
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +142,9 @@ func TestMemFront(t *testing.T) {
 	}
 	for i := range 5 {
 		k := key(i, 0)
-		m.Put(k, block(k, 1<<20))
+		memPut(t, p, m, k, 1<<20)
 		// No Wait: visible at once, whatever ristretto does with it.
-		if b, ok := m.Get(k); !ok || !bytes.Equal(b, block(k, 1<<20)) {
+		if b, ok := get(m, k); !ok || !bytes.Equal(b, block(k, 1<<20)) {
 			t.Fatalf("block %d not found right after Put", i)
 		}
 		if !m.Has(k) {
@@ -117,20 +167,20 @@ func TestMemFront(t *testing.T) {
 	}
 	for i := range 3 {
 		k := key(i, 0)
-		front.Put(k, block(k, 1<<20))
+		memPut(t, p, front, k, 1<<20)
 	}
-	if _, ok := front.Get(key(0, 0)); ok {
+	if _, ok := get(front, key(0, 0)); ok {
 		t.Fatal("front-only tier kept a block beyond its budget")
 	}
-	if _, ok := front.Get(key(2, 0)); !ok {
+	if _, ok := get(front, key(2, 0)); !ok {
 		t.Fatal("front-only tier lost the latest block")
 	}
 	front.Wait() // no ristretto: returns at once
 	front.Close()
-	if _, ok := front.Get(key(2, 0)); ok {
+	if _, ok := get(front, key(2, 0)); ok {
 		t.Fatal("hit after Close")
 	}
-	front.Put(key(3, 0), block(key(3, 0), 10))
+	memPut(t, p, front, key(3, 0), 10)
 	if front.Has(key(3, 0)) {
 		t.Fatal("Put after Close kept the block")
 	}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinfs/pinfs/store/pool"
+
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -269,7 +271,27 @@ func (d *Disk) Put(k Key, size int64, b []byte) error {
 	if d.lock == nil {
 		return d.writeFailed(k, errors.New("the directory cannot be written"))
 	}
-	if !d.enqueue(k, size, b) {
+	if !d.enqueue(k, size, b, nil) {
+		d.dropped.Add(1)
+	}
+	return nil
+}
+
+// PutBlock is Put of a pool block: the write-behind queue holds a
+// reference (pool.DiskQueue) until the block is written or dropped, so
+// the caller may release its own at once.
+func (d *Disk) PutBlock(k Key, size int64, blk *pool.Block) error {
+	b := blk.Bytes()
+	if !d.enabled() || int64(len(b)) > d.limit || len(b) == 0 {
+		return nil
+	}
+	if int64(len(b)) != blockLen(size, k.Index) {
+		return fmt.Errorf("cache: block %v of a member of %d bytes: %d bytes, want %d", k, size, len(b), blockLen(size, k.Index))
+	}
+	if d.lock == nil {
+		return d.writeFailed(k, errors.New("the directory cannot be written"))
+	}
+	if !d.enqueue(k, size, b, blk.Retain(pool.DiskQueue)) {
 		d.dropped.Add(1)
 	}
 	return nil

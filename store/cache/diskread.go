@@ -43,7 +43,7 @@ func (d *Disk) Get(k Key, size int64) ([]byte, bool) {
 		d.hits.Add(1)
 		return b, true
 	}
-	b, err := d.readBlock(k, size)
+	b, err := d.readBlock(k, size, nil)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			d.Remove(k)
@@ -59,20 +59,52 @@ func (d *Disk) Get(k Key, size int64) ([]byte, bool) {
 // cannot be read may have just been completed and renamed by another
 // writer, so the whole-member file is looked for once more before the
 // error is believed.
-func (d *Disk) readBlock(k Key, size int64) ([]byte, error) {
+func (d *Disk) readBlock(k Key, size int64, dst []byte) ([]byte, error) {
 	whole := d.MemberPath(k.Digest)
-	b, err := readWhole(whole, k.Index, size)
+	b, err := readWhole(whole, k.Index, size, dst)
 	if !errors.Is(err, fs.ErrNotExist) || size <= BlockSize {
 		return b, err
 	}
-	b, err = readPart(d.partPath(k.Digest), k.Index, size)
+	b, err = readPart(d.partPath(k.Digest), k.Index, size, dst)
 	if err == nil || errors.Is(err, errAbsent) {
 		return b, err
 	}
-	if b, werr := readWhole(whole, k.Index, size); werr == nil {
+	if b, werr := readWhole(whole, k.Index, size, dst); werr == nil {
 		return b, nil
 	}
 	return nil, err
+}
+
+// blockBuf returns dst, which must be n bytes long, or n new bytes if dst
+// is nil.
+func blockBuf(dst []byte, n int64) []byte {
+	if dst == nil {
+		return make([]byte, n)
+	}
+	return dst[:n]
+}
+
+// ReadInto is Get into dst, which must be the block's length: it reads
+// k's block into dst and reports whether it did. dst's bytes are
+// undefined when it did not.
+func (d *Disk) ReadInto(k Key, size int64, dst []byte) bool {
+	n := blockLen(size, k.Index)
+	if !d.enabled() || n == 0 || int64(len(dst)) != n {
+		return false
+	}
+	if d.copyQueued(k, dst) {
+		d.hits.Add(1)
+		return true
+	}
+	if _, err := d.readBlock(k, size, dst); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			d.Remove(k)
+		}
+		d.misses.Add(1)
+		return false
+	}
+	d.hits.Add(1)
+	return true
 }
 
 // errAbsent is a partial file without the block asked for: a miss, not
@@ -82,7 +114,7 @@ var errAbsent = fmt.Errorf("block not in the partial file: %w", fs.ErrNotExist)
 // readWhole reads block i from the whole-member file p of a member of
 // size bytes, and refreshes the file's modification time when it is older
 // than WholeTouchAge.
-func readWhole(p string, i, size int64) ([]byte, error) {
+func readWhole(p string, i, size int64, dst []byte) ([]byte, error) {
 	fd, st, err := openMember(p, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -91,7 +123,7 @@ func readWhole(p string, i, size int64) ([]byte, error) {
 	if st.Size != size {
 		return nil, fmt.Errorf("%s: %d bytes, the member has %d: %w", p, st.Size, size, errDamaged)
 	}
-	b := make([]byte, blockLen(size, i))
+	b := blockBuf(dst, blockLen(size, i))
 	if err := preadFull(fd, b, i*BlockSize); err != nil {
 		return nil, err
 	}
@@ -105,7 +137,7 @@ func readWhole(p string, i, size int64) ([]byte, error) {
 // readPart reads block i from the partial file p of a member of size
 // bytes, and refreshes the file's modification time when it is older than
 // touchAge.
-func readPart(p string, i, size int64) ([]byte, error) {
+func readPart(p string, i, size int64, dst []byte) ([]byte, error) {
 	fd, st, err := openMember(p, unix.O_RDONLY)
 	if err != nil {
 		return nil, err
@@ -121,7 +153,7 @@ func readPart(p string, i, size int64) ([]byte, error) {
 	if !ok {
 		return nil, errAbsent
 	}
-	b := make([]byte, blockLen(size, i))
+	b := blockBuf(dst, blockLen(size, i))
 	if err := preadFull(fd, b, i*BlockSize); err != nil {
 		return nil, err
 	}

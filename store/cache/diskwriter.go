@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -38,6 +39,7 @@ type pending struct {
 	k    Key
 	size int64 // the member's
 	b    []byte
+	blk  *pool.Block // nil, or the pool block b belongs to: the queue holds a reference until the writer is done with it
 	seq  uint64
 }
 
@@ -52,12 +54,33 @@ func (d *Disk) queuedBlock(k Key) ([]byte, bool) {
 	return nil, false
 }
 
+// copyQueued copies k's queued block, if there is one of dst's length,
+// into dst.
+func (d *Disk) copyQueued(k Key, dst []byte) bool {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if p, ok := d.queued[k]; ok && len(p.b) == len(dst) {
+		copy(dst, p.b)
+		return true
+	}
+	return false
+}
+
+// unref releases the queue's reference to blk, if any.
+func unref(blk *pool.Block) {
+	if blk != nil {
+		blk.Release(pool.DiskQueue)
+	}
+}
+
 // enqueue queues b as k's block for the writer, waiting up to queueWait
-// for room. It reports false when the queue stays full or is closed; a block already queued counts as queued.
-func (d *Disk) enqueue(k Key, size int64, b []byte) bool {
+// for room; a blk given holds the queue's reference to b, which enqueue
+// releases unless it queues b. It reports false when the queue stays full or is closed; a block already queued counts as queued.
+func (d *Disk) enqueue(k Key, size int64, b []byte, blk *pool.Block) bool {
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
 	if _, ok := d.queued[k]; ok {
+		unref(blk)
 		return true
 	}
 	if d.qbytes+int64(len(b)) > maxQueued && !d.closing {
@@ -76,10 +99,12 @@ func (d *Disk) enqueue(k Key, size int64, b []byte) bool {
 			d.wcond.Wait()
 		}
 		if _, ok := d.queued[k]; ok {
+			unref(blk)
 			return true // another Put queued it meanwhile
 		}
 	}
 	if d.closing || d.qbytes+int64(len(b)) > maxQueued {
+		unref(blk)
 		return false
 	}
 	if d.queued == nil {
@@ -88,7 +113,7 @@ func (d *Disk) enqueue(k Key, size int64, b []byte) bool {
 		go d.writer()
 	}
 	d.enq++
-	p := &pending{k: k, size: size, b: b, seq: d.enq}
+	p := &pending{k: k, size: size, b: b, blk: blk, seq: d.enq}
 	d.queued[k] = p
 	d.fifo = append(d.fifo, p)
 	d.qbytes += int64(len(b))
@@ -184,6 +209,14 @@ func (d *Disk) writer() {
 		d.done = batch[n-1].seq
 		d.wcond.Broadcast()
 		d.wmu.Unlock()
+		// Every block queued passes through the fifo once, also one
+		// unqueued (removed) or replaced meanwhile: its reference goes
+		// back here, after the map no longer finds it.
+		for _, p := range batch {
+			if p.blk != nil {
+				p.blk.Release(pool.DiskQueue)
+			}
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/pinfs/pinfs/store/lru"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // Mem is the memory tier: verified blocks in a ristretto cache whose cost
@@ -18,11 +19,16 @@ import (
 // front hides that: a block just put is found by Get at once and stays
 // until the front's budget pushes it out, so that a block read ahead is
 // still there when its reader arrives. Wait blocks until ristretto has
-// applied every earlier Put. The slices handed to Put and returned by Get
-// are shared by every caller and must never be modified.
+// applied every earlier Put.
+//
+// Blocks are pool Blocks (store/pool): the front and ristretto each hold
+// a reference in the name of pool.Memory while they keep a block, and
+// release it when the block leaves (pushed out, rejected, replaced,
+// cleared). Get hands the caller a reference of its own. The bytes are
+// shared by every holder and must never be modified.
 type Mem struct {
 	c      *ristretto.Cache[string, memEntry] // nil: front only
-	front  *lru.Cache[Key, []byte]            // nil: no front
+	front  *lru.Cache[Key, *pool.Block]       // nil: no front
 	closed atomic.Bool
 	hits   atomic.Int64
 	misses atomic.Int64
@@ -32,9 +38,20 @@ type Mem struct {
 // ristretto (it keeps two 64-bit hashes, not the key) can never serve the
 // wrong block.
 type memEntry struct {
-	key  Key
-	data []byte
+	key Key
+	blk *pool.Block
 }
+
+// blockCost is what a block costs a tier's budget: a whole slot if it
+// holds one (that is the memory it keeps from others), else its length.
+func blockCost(b *pool.Block) int64 {
+	if b.Slotted() {
+		return pool.SlotSize
+	}
+	return int64(b.Len())
+}
+
+func releaseMem(b *pool.Block) { b.Release(pool.Memory) }
 
 // MemStats counts the memory tier's activity.
 type MemStats struct {
@@ -54,7 +71,7 @@ type MemOption func(*Mem)
 func WithFront(bytes int64) MemOption {
 	return func(m *Mem) {
 		if bytes > 0 {
-			m.front = lru.New[Key](bytes, func(b []byte) int64 { return int64(len(b)) })
+			m.front = lru.NewWithDrop[Key](bytes, blockCost, releaseMem)
 		}
 	}
 }
@@ -82,6 +99,13 @@ func NewMem(maxBytes int64, opts ...MemOption) (*Mem, error) {
 		BufferItems:        64,
 		Metrics:            true,
 		IgnoreInternalCost: true,
+		// ristretto may hand an eviction the zero value (an entry gone
+		// meanwhile); every value it stored exits once.
+		OnExit: func(e memEntry) {
+			if e.blk != nil {
+				releaseMem(e.blk)
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: memory tier: %w", err)
@@ -90,9 +114,10 @@ func NewMem(maxBytes int64, opts ...MemOption) (*Mem, error) {
 	return m, nil
 }
 
-// Get returns the block stored under k.
-func (m *Mem) Get(k Key) ([]byte, bool) {
-	if b, ok := m.get(k, true); ok {
+// Get returns the block stored under k with a reference held by h, which
+// the caller releases.
+func (m *Mem) Get(k Key, h pool.Holder) (*pool.Block, bool) {
+	if b, ok := m.get(k, h); ok {
 		m.hits.Add(1)
 		return b, true
 	}
@@ -103,45 +128,56 @@ func (m *Mem) Get(k Key) ([]byte, bool) {
 // Has reports whether the tier holds k's block, without counting a hit or
 // a miss or refreshing the block in the front.
 func (m *Mem) Has(k Key) bool {
-	_, ok := m.get(k, false)
-	return ok
+	if m.closed.Load() {
+		return false
+	}
+	if m.front != nil && m.front.Has(k) {
+		return true
+	}
+	if m.c == nil {
+		return false
+	}
+	e, ok := m.c.Get(k.bytes())
+	return ok && e.key == k
 }
 
-func (m *Mem) get(k Key, use bool) ([]byte, bool) {
+// get returns k's block retained for h. A block found while it leaves the
+// tier (its last reference released meanwhile) is a miss.
+func (m *Mem) get(k Key, h pool.Holder) (*pool.Block, bool) {
 	if m.closed.Load() {
 		return nil, false
 	}
 	if m.front != nil {
-		if use {
-			if b, ok := m.front.Get(k); ok {
-				return b, true
-			}
-		} else if m.front.Has(k) {
-			return nil, true
+		if b, ok := m.front.Get(k); ok && b.TryRetain(h) {
+			return b, true
 		}
 	}
 	if m.c == nil {
 		return nil, false
 	}
 	e, ok := m.c.Get(k.bytes())
-	if !ok || e.key != k {
+	if !ok || e.key != k || !e.blk.TryRetain(h) {
 		return nil, false
 	}
-	return e.data, true
+	return e.blk, true
 }
 
 // Put offers the verified block b under k: the front (if any) takes it at
-// once, ristretto when its policy admits it. The tier keeps b itself, not a
-// copy.
-func (m *Mem) Put(k Key, b []byte) {
+// once, ristretto when its policy admits it. Each takes a reference of its
+// own (pool.Memory); the caller keeps its own. Put must be called while
+// the caller holds a reference.
+func (m *Mem) Put(k Key, b *pool.Block) {
 	if m.closed.Load() {
 		return
 	}
 	if m.front != nil {
-		m.front.Put(k, b)
+		m.front.Put(k, b.Retain(pool.Memory))
 	}
 	if m.c != nil {
-		m.c.Set(k.bytes(), memEntry{key: k, data: b}, int64(len(b)))
+		b.Retain(pool.Memory)
+		if !m.c.Set(k.bytes(), memEntry{key: k, blk: b}, blockCost(b)) {
+			b.Release(pool.Memory) // dropped: ristretto's buffer was full
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import "sync"
 type Cache[K comparable, V any] struct {
 	max  int64
 	size func(V) int64
+	drop func(V) // nil, or called with every value that leaves the cache
 
 	mu    sync.Mutex
 	bytes int64
@@ -33,6 +34,21 @@ func New[K comparable, V any](max int64, size func(V) int64) *Cache[K, V] {
 	c := &Cache[K, V]{max: max, size: size, items: make(map[K]*entry[K, V])}
 	c.ring.next, c.ring.prev = &c.ring, &c.ring
 	return c
+}
+
+// NewWithDrop is New with drop called, under the cache's lock, with every
+// value that leaves it: pushed out, replaced, removed or cleared. A cache
+// of counted references releases them there.
+func NewWithDrop[K comparable, V any](max int64, size func(V) int64, drop func(V)) *Cache[K, V] {
+	c := New[K](max, size)
+	c.drop = drop
+	return c
+}
+
+func (c *Cache[K, V]) dropped(v V) {
+	if c.drop != nil {
+		c.drop(v)
+	}
 }
 
 // Get returns k's value and marks it recently used.
@@ -66,6 +82,7 @@ func (c *Cache[K, V]) Put(k K, v V) {
 	if e, ok := c.items[k]; ok {
 		c.unlink(e)
 		c.bytes -= e.n
+		c.dropped(e.val)
 		e.val, e.n = v, n
 		c.pushFront(e)
 	} else {
@@ -79,6 +96,7 @@ func (c *Cache[K, V]) Put(k K, v V) {
 		c.unlink(e)
 		delete(c.items, e.key)
 		c.bytes -= e.n
+		c.dropped(e.val)
 	}
 }
 
@@ -90,6 +108,7 @@ func (c *Cache[K, V]) Remove(k K) {
 		c.unlink(e)
 		delete(c.items, k)
 		c.bytes -= e.n
+		c.dropped(e.val)
 	}
 }
 
@@ -97,6 +116,9 @@ func (c *Cache[K, V]) Remove(k K) {
 func (c *Cache[K, V]) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, e := range c.items {
+		c.dropped(e.val)
+	}
 	clear(c.items)
 	c.ring.next, c.ring.prev = &c.ring, &c.ring
 	c.bytes = 0

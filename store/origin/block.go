@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/pinfs/pinfs/store/blocks"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/store/tier"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/b3"
@@ -47,7 +48,10 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	off := b.Index * tier.BlockSize
 	n := int(min(tier.BlockSize, m.Size-off))
-	vs, got, err := h.cfg.Blocks.Slices(r.Context(), &bm, off, n)
+	// The response holds the block in the pool until it is written.
+	sp, got, err := h.cfg.Blocks.Slices(r.Context(), &bm, off, n)
+	sp.As(pool.Serve)
+	defer sp.Release()
 	if err != nil && !errors.Is(err, io.EOF) || got != n {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%d of %d bytes", got, n)
@@ -55,6 +59,7 @@ func (h *Handler) block(w http.ResponseWriter, r *http.Request, path string) {
 		h.failed(w, kindBlock, fmt.Sprintf("block %d of %s", b.Index, m.Path), err)
 		return
 	}
+	vs := sp.Vecs()
 	data := vs[0]
 	if len(vs) != 1 {
 		data = make([]byte, 0, n)

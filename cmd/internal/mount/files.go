@@ -51,14 +51,14 @@ func (f *files) ReadAt(ctx context.Context, i int, p []byte, off int64) (int, er
 
 // Slices is ReadAt without the copy: the mount replies with the block
 // reader's verified cached blocks as they are.
-func (f *files) Slices(ctx context.Context, i int, off int64, n int) ([][]byte, int, error) {
+func (f *files) Slices(ctx context.Context, i int, off int64, n int) (fs.Slices, int, error) {
 	start := time.Now()
 	m, err := blockMember(f.digest, f.members, i)
 	if err != nil {
-		return nil, 0, err
+		return new(blocks.Span), 0, err
 	}
-	vs, got, err := f.blocks.Slices(ctx, &m, off, n)
-	return vs, got, f.done(start, i, off, got, err)
+	sp, got, err := f.blocks.Slices(ctx, &m, off, n)
+	return sp, got, f.done(start, i, off, got, err)
 }
 
 // done records a read of n bytes of member i at off that ended with err,

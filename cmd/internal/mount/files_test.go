@@ -90,10 +90,11 @@ func TestFilesSlices(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ReadAt(%d@%d): %v", r.n, r.off, err)
 		}
-		vs, got, err := s.Slices(ctx, 0, r.off, r.n)
-		if err != nil || got != n || !bytes.Equal(bytes.Join(vs, nil), p[:n]) {
+		sl, got, err := s.Slices(ctx, 0, r.off, r.n)
+		if err != nil || got != n || !bytes.Equal(bytes.Join(sl.Vecs(), nil), p[:n]) {
 			t.Fatalf("Slices(%d@%d) = %d bytes, %v; want ReadAt's %d bytes", r.n, r.off, got, err, n)
 		}
+		sl.Release()
 		if end := min(r.off+int64(r.n), int64(len(data))); !bytes.Equal(p[:n], data[r.off:end]) {
 			t.Fatalf("ReadAt(%d@%d): bytes differ from the member's", r.n, r.off)
 		}
