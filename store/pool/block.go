@@ -69,10 +69,9 @@ func (b *Block) Slotted() bool { return b.slot >= 0 }
 // Retain takes a reference for h and returns b. The caller must already
 // hold one (in any name): Retain panics on a released Block.
 func (b *Block) Retain(h Holder) *Block {
-	if b.refs.Add(1) <= 1 {
+	if !b.TryRetain(h) {
 		panic(fmt.Sprintf("pool: retain of released block (slot %d) by %s", b.slot, h))
 	}
-	b.take(h)
 	return b
 }
 

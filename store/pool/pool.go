@@ -71,6 +71,20 @@ func (p *Pool) Bytes() int64 { return int64(p.slots) * SlotSize }
 // slot, waiting for one until ctx ends, or, for n < SmallMax, heap memory.
 // Its bytes are not zeroed: the caller overwrites them all.
 func (p *Pool) Get(ctx context.Context, n int, h Holder) (*Block, error) {
+	return p.get(ctx, n, h, true)
+}
+
+// TryGet is Get without waiting: ok is false when no slot is free (or n
+// is out of range, or the pool is closed).
+func (p *Pool) TryGet(n int, h Holder) (*Block, bool) {
+	b, err := p.get(context.Background(), n, h, false)
+	return b, err == nil
+}
+
+// errFull is TryGet's answer on a full pool.
+var errFull = errors.New("pool: no free slot")
+
+func (p *Pool) get(ctx context.Context, n int, h Holder, wait bool) (*Block, error) {
 	if n <= 0 || n > SlotSize {
 		return nil, fmt.Errorf("pool: get %d bytes: want 1 to %d", n, SlotSize)
 	}
@@ -101,6 +115,10 @@ func (p *Pool) Get(ctx context.Context, n int, h Holder) (*Block, error) {
 			}
 			return p.block(i, buf[:n], h), nil
 		}
+		if !wait {
+			p.mu.Unlock()
+			return nil, errFull
+		}
 		if start.IsZero() {
 			start = time.Now()
 			p.waits.Add(1)
@@ -122,14 +140,6 @@ func (p *Pool) Get(ctx context.Context, n int, h Holder) (*Block, error) {
 			return nil, fmt.Errorf("pool: waiting for a free slot of %d: %w", p.slots, context.Cause(ctx))
 		}
 	}
-}
-
-// TryGet is Get without waiting: ok is false when no slot is free.
-func (p *Pool) TryGet(n int, h Holder) (*Block, bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	b, err := p.Get(ctx, n, h)
-	return b, err == nil
 }
 
 func (p *Pool) slot(i int32) []byte {
