@@ -27,7 +27,14 @@ func envDisk(t *testing.T) (*env, *cache.Disk) {
 // -race.
 func TestHeldBlocksOutliveChurn(t *testing.T) {
 	e, disk := envDisk(t)
-	r := e.reader(Config{MemBytes: 2 * BlockSize, Disk: disk, ReadaheadMax: 2 * BlockSize, SpanBlocks: 2})
+	// A pool just large enough for the tiers, the budget and a few
+	// flights, so that the churn below reuses every slot it can: one
+	// freed while something still held it would be overwritten (and,
+	// built with pooldebug, the Get reusing it would panic on a write
+	// through a stale slice).
+	p := testPool(t, 32)
+	r := e.reader(Config{MemBytes: 2 * BlockSize, Disk: disk, ReadaheadMax: 2 * BlockSize, ReadaheadBudget: 4 * BlockSize,
+		SpanBlocks: 2, Pool: p})
 	ctx := context.Background()
 
 	held := e.member(4*BlockSize + 123)
@@ -50,7 +57,7 @@ func TestHeldBlocksOutliveChurn(t *testing.T) {
 
 	// Churn: other members through the memory tier, the front and the
 	// disk queue, read sequentially and at random.
-	for range 3 {
+	for range 8 {
 		m := e.member(12*BlockSize + 7)
 		e.readAll(r, m, 128<<10)
 		for _, off := range []int64{7 * BlockSize, 1, 11 * BlockSize, 3 * BlockSize} {
@@ -61,6 +68,9 @@ func TestHeldBlocksOutliveChurn(t *testing.T) {
 	}
 	r.mem.Wait()
 	disk.Flush()
+	if st := p.Stats(); st.Gets < 3*int64(st.Slots) {
+		t.Fatalf("the churn took %d slots of a pool of %d: too few to reuse them all", st.Gets, st.Slots)
+	}
 
 	want := src[BlockSize/2 : BlockSize/2+2*BlockSize+10]
 	if got := bytes.Join(reply.Vecs(), nil); !bytes.Equal(got, want) {
