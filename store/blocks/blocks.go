@@ -41,8 +41,8 @@ type Reader struct {
 	pool    *pool.Pool                        // every block's memory
 	ownPool bool                              // made by New: closed by Close
 	calls   lru.Group[cache.Key, *pool.Block] // one per block loading: see callRef
-	obs     *lru.Cache[b3.Sum, []byte]   // outboards, least recently used out
-	obLoads lru.Group[obKey, []byte]     // one per outboard loading
+	obs     *lru.Cache[b3.Sum, []byte]        // outboards, least recently used out
+	obLoads lru.Group[obKey, []byte]          // one per outboard loading
 
 	// ctx is the context of every flight; Close cancels it.
 	ctx    context.Context

@@ -53,6 +53,15 @@ type Config struct {
 	Disk *cache.Disk
 	// Reporter receives events; nil drops them.
 	Reporter Reporter
+	// LocalObjects says Objects is as near as the disk tier itself (a
+	// local store: its files are on this machine's disks, read through
+	// the same page cache): blocks read from it are not copied into the
+	// disk tier, which would cost a second write of every byte read (the
+	// most expensive step of a read here, more than verifying it) and
+	// save nothing. Warm still writes, and a mount that hands member
+	// files to the kernel (passthrough) needs the copies: leave it false
+	// there.
+	LocalObjects bool
 	// Pool holds every block the Reader loads, off the Go heap (see
 	// store/pool). nil: the Reader makes its own, of MemBytes +
 	// ReadaheadBudget + PoolReserve, and closes it with the Reader. A

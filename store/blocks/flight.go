@@ -391,7 +391,7 @@ func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error
 	}
 	r.fails.forget(k)
 	r.budget.landed(k, c, b)
-	if src == fromNetwork && ru.disk {
+	if src == fromNetwork && ru.disk && !r.cfg.LocalObjects {
 		_ = r.disk.PutBlock(k, ru.m.Size, b) // best effort: the tier counts and logs a failure
 	}
 	r.setCall(c, k, b, pool.Flight)
