@@ -24,6 +24,7 @@ import (
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/health"
+	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/sign"
@@ -168,6 +169,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
+		LocalObjects: isLocal(c.Store) && !c.Passthrough,
 	})
 	if err != nil {
 		return err
@@ -413,4 +415,12 @@ func fallbackOf(st store.Store) store.ContentReader {
 		return f.Fallback()
 	}
 	return nil
+}
+
+// isLocal reports whether st is a local store: its files are as near as
+// the disk cache, so reads are not copied into it (blocks.Config's
+// LocalObjects).
+func isLocal(st store.Store) bool {
+	_, ok := st.(*localstore.Store)
+	return ok
 }
