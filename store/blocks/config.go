@@ -58,9 +58,9 @@ type Config struct {
 	// the same page cache): blocks read from it are not copied into the
 	// disk tier, which would cost a second write of every byte read (the
 	// most expensive step of a read here, more than verifying it) and
-	// save nothing. Warm still writes, and a mount that hands member
-	// files to the kernel (passthrough) needs the copies: leave it false
-	// there.
+	// save nothing: the copy would also compete with the store's own
+	// files for the page cache. Warm still writes (pinfs warm fills the
+	// disk tier on purpose, for passthrough).
 	LocalObjects bool
 	// Pool holds every block the Reader loads, off the Go heap (see
 	// store/pool). nil: the Reader makes its own, of MemBytes +

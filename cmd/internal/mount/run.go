@@ -169,7 +169,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
-		LocalObjects: isLocal(c.Store) && !c.Passthrough,
+		LocalObjects: isLocal(c.Store),
 	})
 	if err != nil {
 		return err
@@ -419,7 +419,8 @@ func fallbackOf(st store.Store) store.ContentReader {
 
 // isLocal reports whether st is a local store: its files are as near as
 // the disk cache, so reads are not copied into it (blocks.Config's
-// LocalObjects).
+// LocalObjects); passthrough then serves only members pinfs warm put in
+// the disk cache.
 func isLocal(st store.Store) bool {
 	_, ok := st.(*localstore.Store)
 	return ok
