@@ -2,22 +2,47 @@
 // A member is read in blocks of BlockSize bytes; block i covers the
 // member's bytes [i*BlockSize, min((i+1)*BlockSize, Size)), and since
 // BlockSize is a multiple of b3.GroupSize every block can be verified on
-// its own. A read follows three files:
+// its own. A read travels through the files in this order:
 //
-//	blocks.go   Slices/ReadAt: each block from the memory tier, or its call
-//	flight.go   a miss is one flight over a run of blocks (a single block is
-//	            a run of one): one request, sent together with the load of
-//	            the member's outboard, each block verified and handed to the
-//	            tiers and its readers as soon as its bytes and the outboard
-//	            are in (landing.go)
-//	request.go  the ranged request, its stall watchdog, and the one retry loop
+//	read.go     Slices/ReadAt: each block from the memory tier (or the
+//	            budget, read ahead), or its call (pend, get)
+//	plan.go     whether the reader is sequential, which blocks a miss asks
+//	            for in one request, what is read ahead (readahead)
+//	flight.go   a miss is one flight over a run of blocks: its pool slots,
+//	            one request sent together with the load of the member's
+//	            outboard, the blocks it holds alone (load: disk tier first)
+//	request.go  the ranged request, its stall watchdog, the one retry loop
+//	landing.go  each block verified as soon as its bytes and the outboard
+//	            are in, and completed
+//	verify.go   the verifier and the outboards
+//	badcopy.go  a copy that fails verification: rechecked, refetched,
+//	            reported
+//	cache.go    a verified block goes to the memory tier, the budget, the
+//	            disk tier's queue and its call's waiters
+//	span.go     what a read hands its caller: blocks held until Release
 //
-// plan.go decides, without I/O, when a reader is sequential, how far ahead
-// it is read and which blocks a run covers; budget.go bounds the memory
-// of readahead; verify.go holds the verifier and the outboards; events.go
-// the events and their reporting; failures.go the failures remembered for
-// a moment (see below); backing.go and backingverify.go the member files
+// reader.go holds the Reader and its lifetime; budget.go bounds the
+// memory of readahead and shares it between streams; events.go the
+// events and their reporting; failures.go the failures remembered for a
+// moment (see below); backing.go and backingverify.go the member files
 // handed to the kernel for passthrough.
+//
+// # Memory
+//
+// Every block lives in a slot of a store/pool Pool (Config.Pool), off the
+// Go heap, from the moment a flight takes the slot for its request until
+// the last holder releases it: the flight (pool.Flight) until the block
+// verifies, its call (pool.Call) until it is forgotten, the memory tier
+// (pool.Memory), the budget while it waits unread (pool.Readahead), the
+// disk tier's write-behind queue (pool.DiskQueue), and each read that
+// returns it (pool.Reader, in a Span: a FUSE reply until go-fuse's Done,
+// pinfs serve's response until it is written as pool.Serve). Only a
+// verified block leaves the flight, so only verified bytes are ever
+// shared. A flight waits for its first slot (bounded by its deadline)
+// and takes the others only if free: a run the pool cannot fill is cut,
+// and its other blocks load alone. A waiter takes its reference with
+// TryRetain (cache.go): a block released before it could is loaded
+// again, never read from a reused slot.
 //
 // # Verification
 //

@@ -51,71 +51,6 @@ type run struct {
 	disk     bool
 }
 
-// readahead is called by a read of blocks first..last of m before it
-// loads them. If the read is sequential (seqState.advance) it starts runs
-// of up to Config.SpanBlocks blocks over the blocks ahead, in parallel,
-// each at most once. A run that finds no room in the budget is skipped,
-// not queued, and so are the runs after it: the next read asks for them
-// again.
-func (r *Reader) readahead(m *Member, first, last int64) {
-	limit := r.cfg.aheadBlocks()
-	if limit == 0 {
-		return
-	}
-	nb := numBlocks(m.Size)
-	r.mu.Lock()
-	s, ok := r.seq.Get(m.Digest)
-	if !ok {
-		s = newSeq()
-		r.seq.Put(m.Digest, s)
-	}
-	open := s.window > 0
-	from, to := s.advance(first, last, nb, limit)
-	window := s.window
-	if w := s.window * BlockSize; w > r.st.windowMax.Load() {
-		r.st.windowMax.Store(w)
-	}
-	if open && s.window == 0 {
-		r.st.aheadResets.Add(1)
-	}
-	r.mu.Unlock()
-	disk := putOnDisk(true, m.Size, r.disk.Limit())
-	// Runs no larger than the stream's fair share of the budget, so that
-	// many streams each keep some room ahead (budget.go).
-	span := int64(r.cfg.SpanBlocks)
-	if from <= to {
-		span = min(span, max(r.budget.share(m.Digest)/BlockSize, 1))
-	}
-	for i := from; i <= to; {
-		lo, hi := runBounds(i, span, nb, from)
-		// The budget keeps the blocks of the window; the rest of a part
-		// asked for while the window is smaller than one (the first
-		// reads, or a reader of a header: file(1), a format sniffer) it
-		// keeps loosely, giving their room to the first run that needs it.
-		hold := hi
-		if window < span {
-			hold = min(hi, to)
-		}
-		cs, first := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
-		if cs == nil {
-			r.st.aheadSkipped.Add(1)
-			return
-		}
-		i = first + int64(len(cs))
-		r.mu.Lock()
-		s.covered(i - 1)
-		r.mu.Unlock()
-	}
-}
-
-// sequential reports whether m is being read sequentially.
-func (r *Reader) sequential(m *Member) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s, _ := r.seq.Get(m.Digest)
-	return s.sequential()
-}
-
 // startRun returns the calls of the run that block i of m belongs to and
 // the index of its first block. If i has a call in flight it joins it (a
 // run of one); if the memory tier has i, the call ends at once with it.
@@ -371,30 +306,6 @@ func (r *Reader) flightBlocks(ctx context.Context, m *Member, q0, q1 int64) ([]*
 		blks = append(blks, b)
 	}
 	return blks, nil
-}
-
-// complete hands a loaded block to the memory tier, which finds it at once,
-// and to its call's waiters, then to the disk tier; the call is forgotten
-// last, so that a reader who arrives in between joins it instead of
-// fetching again. A block that loads is no longer remembered as failed
-// (Reader.fails).
-func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error) {
-	k := key(&ru.m, i)
-	c := ru.calls[i-ru.first]
-	if err != nil {
-		c.Set(nil, err)
-		r.calls.Forget(k, c)
-		return
-	}
-	if src != fromMem {
-		r.mem.Put(k, b)
-	}
-	r.fails.forget(k)
-	r.budget.landed(k, c, b)
-	if src == fromNetwork && ru.disk && !r.cfg.LocalObjects {
-		_ = r.disk.PutBlock(k, ru.m.Size, b) // best effort: the tier counts and logs a failure
-	}
-	r.setCall(c, k, b, pool.Flight)
 }
 
 // load returns the verified bytes of block i of v's member alone, and

@@ -1,8 +1,11 @@
 package blocks
 
+import "time"
+
 // The plan of a read: which blocks a miss fetches in one request, and how
-// far ahead a sequential reader is served. Pure functions, no I/O: the
-// flight (flight.go) asks them and does the rest.
+// far ahead a sequential reader is served. The functions below
+// readahead are pure, no I/O; readahead turns the plan into runs
+// (startRun, flight.go) within the stream's share of the budget.
 
 // maxSeq bounds the number of members whose read pattern is tracked.
 const maxSeq = 1024
@@ -96,3 +99,68 @@ func numBlocks(size int64) int64 { return (size + BlockSize - 1) / BlockSize }
 
 // covered records that readahead has started the blocks up to end.
 func (s *seqState) covered(end int64) { s.ahead = max(s.ahead, end) }
+
+// readahead is called by a read of blocks first..last of m before it
+// loads them. If the read is sequential (seqState.advance) it starts runs
+// of up to Config.SpanBlocks blocks over the blocks ahead, in parallel,
+// each at most once. A run that finds no room in the budget is skipped,
+// not queued, and so are the runs after it: the next read asks for them
+// again.
+func (r *Reader) readahead(m *Member, first, last int64) {
+	limit := r.cfg.aheadBlocks()
+	if limit == 0 {
+		return
+	}
+	nb := numBlocks(m.Size)
+	r.mu.Lock()
+	s, ok := r.seq.Get(m.Digest)
+	if !ok {
+		s = newSeq()
+		r.seq.Put(m.Digest, s)
+	}
+	open := s.window > 0
+	from, to := s.advance(first, last, nb, limit)
+	window := s.window
+	if w := s.window * BlockSize; w > r.st.windowMax.Load() {
+		r.st.windowMax.Store(w)
+	}
+	if open && s.window == 0 {
+		r.st.aheadResets.Add(1)
+	}
+	r.mu.Unlock()
+	disk := putOnDisk(true, m.Size, r.disk.Limit())
+	// Runs no larger than the stream's fair share of the budget, so that
+	// many streams each keep some room ahead (budget.go).
+	span := int64(r.cfg.SpanBlocks)
+	if from <= to {
+		span = min(span, max(r.budget.share(m.Digest)/BlockSize, 1))
+	}
+	for i := from; i <= to; {
+		lo, hi := runBounds(i, span, nb, from)
+		// The budget keeps the blocks of the window; the rest of a part
+		// asked for while the window is smaller than one (the first
+		// reads, or a reader of a header: file(1), a format sniffer) it
+		// keeps loosely, giving their room to the first run that needs it.
+		hold := hi
+		if window < span {
+			hold = min(hi, to)
+		}
+		cs, first := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
+		if cs == nil {
+			r.st.aheadSkipped.Add(1)
+			return
+		}
+		i = first + int64(len(cs))
+		r.mu.Lock()
+		s.covered(i - 1)
+		r.mu.Unlock()
+	}
+}
+
+// sequential reports whether m is being read sequentially.
+func (r *Reader) sequential(m *Member) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, _ := r.seq.Get(m.Digest)
+	return s.sequential()
+}

@@ -9,6 +9,30 @@ import (
 	"github.com/pinfs/pinfs/store/pool"
 )
 
+// complete hands a loaded block to the memory tier, which finds it at once,
+// and to its call's waiters, then to the disk tier; the call is forgotten
+// last, so that a reader who arrives in between joins it instead of
+// fetching again. A block that loads is no longer remembered as failed
+// (Reader.fails).
+func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error) {
+	k := key(&ru.m, i)
+	c := ru.calls[i-ru.first]
+	if err != nil {
+		c.Set(nil, err)
+		r.calls.Forget(k, c)
+		return
+	}
+	if src != fromMem {
+		r.mem.Put(k, b)
+	}
+	r.fails.forget(k)
+	r.budget.landed(k, c, b)
+	if src == fromNetwork && ru.disk && !r.cfg.LocalObjects {
+		_ = r.disk.PutBlock(k, ru.m.Size, b) // best effort: the tier counts and logs a failure
+	}
+	r.setCall(c, k, b, pool.Flight)
+}
+
 // A block's load is a call of r.calls whose result is a pool Block. The
 // call holds one reference to it (pool.Call) from Set until the call is
 // forgotten, just after: by then the block is in the memory tier's front
