@@ -260,6 +260,15 @@ func (r *Reader) fly(ru *run) {
 	if ru.q1 > ru.q0 {
 		what = fmt.Sprintf("copy in a request for blocks %d-%d", ru.q0, ru.q1)
 	}
+	// The bad copies are kept for their checks; the slots of blocks not
+	// delivered go back now, before a block loaded alone waits for one.
+	badBlks := make(map[int64]*pool.Block)
+	for q, err := range bad {
+		if i := ru.q0 + int64(q); err != nil && i < alone {
+			badBlks[i] = l.take(i)
+		}
+	}
+	l.releaseRest()
 	for j := range ru.calls {
 		i := ru.first + int64(j)
 		switch {
@@ -267,7 +276,7 @@ func (r *Reader) fly(ru *run) {
 			b, src, err := r.load(ctx, v, i)
 			r.complete(ru, i, b, src, err)
 		case bad[i-ru.q0] != nil:
-			b, err := r.fromNetwork(ctx, v, i, l.take(i), bad[i-ru.q0], what)
+			b, err := r.fromNetwork(ctx, v, i, badBlks[i], bad[i-ru.q0], what)
 			if err == nil {
 				r.st.verified.Add(1)
 			}
