@@ -19,13 +19,17 @@ type Request struct {
 	Mem, Readahead       int64
 	MemSet, ReadaheadSet bool
 	// Self and Root are the cgroup files FromCgroup reads; "" means
-	// SelfCgroup and CgroupRoot.
+	// SelfCgroup and CgroupRoot. NoCgroup leaves the cgroup unread: a
+	// process that holds several mounts (pinfs derive's inputs) does not
+	// give each the whole cgroup.
 	Self, Root string
+	NoCgroup   bool
 }
 
 // Plan returns the sizes of r. The target is r.Target when given (Source
 // "flag"); else CgroupShare percent of the limit of the cgroup that limits
-// the process (Source SourceV2 or SourceV1); else the old defaults
+// the process (Source SourceV2 or SourceV1), unless r.NoCgroup; else the
+// old defaults
 // (Source "default"): Heap + Mem + Readahead + blocks.PoolReserve, shared
 // as they say. --cache-mem and --readahead-budget given explicitly win
 // for their part (Sizes.Override). A cgroup whose limit could not be read
@@ -41,7 +45,7 @@ func Plan(r Request) (Sizes, error) {
 	target, source := r.Target, "flag"
 	var limit int64
 	var unread error
-	if target <= 0 {
+	if target <= 0 && !r.NoCgroup {
 		l, src, ok, err := FromCgroup(self, root)
 		switch {
 		case err != nil:
