@@ -71,7 +71,7 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
 		cacheMem := byteSize(256 << 20)
 		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables). Default: what the memory "+
-			"target leaves beside readahead and the blocks of reads in flight (see --memory-target); 256MiB without a target; given, it wins")
+			"target leaves beside readahead and the blocks of reads in flight (see --memory-target), the default below without one; given, it wins")
 		cacheDisk := byteSize(10 << 30)
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, least recently used blocks evicted (0 disables)")
 		record := fs.String("run-record", "", recordHelp)

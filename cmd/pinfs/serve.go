@@ -32,7 +32,7 @@ Prometheus metrics: GET /-/metrics.`,
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for verified metadata and member table indexes (DIR/meta)")
 		cacheMem := byteSize(512 << 20)
 		fs.Var(&cacheMem, "cache-mem", "memory block cache `SIZE`. Default: what the memory target leaves beside readahead "+
-			"and the blocks of requests in flight (see --memory-target); 512MiB without a target; given, it wins")
+			"and the blocks of requests in flight (see --memory-target), the default below without one; given, it wins")
 		mem := memoryTargetFlag(fs)
 		maxReq := fs.Int("max-requests", 64, "`N` requests answered at once; more wait (up to 10 s, then 503 with Retry-After)")
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "`DURATION` that loading one block from the store may take, retries included")

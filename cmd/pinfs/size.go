@@ -66,14 +66,28 @@ type memoryTarget struct {
 	fs     *pflag.FlagSet
 }
 
-// memoryTargetFlag defines --memory-target on fs.
+// memoryTargetFlag defines --memory-target on fs. Define --cache-mem and
+// --readahead-budget first, where the command has them: the help names
+// those it finds.
 func memoryTargetFlag(fs *pflag.FlagSet) *memoryTarget {
 	m := &memoryTarget{fs: fs}
+	var parts []string
+	for _, name := range []string{"cache-mem", "readahead-budget"} {
+		if fs.Lookup(name) != nil {
+			parts = append(parts, "--"+name)
+		}
+	}
+	overrides := ""
+	switch len(parts) {
+	case 1:
+		overrides = " " + parts[0] + " given explicitly wins for its part"
+	case 2:
+		overrides = " " + strings.Join(parts, " and ") + " given explicitly win for their part"
+	}
 	fs.Var(&m.target, "memory-target", "memory `SIZE` the process may use (e.g. 2GiB): its heap and a pool of block memory shared "+
 		"by the memory tier, readahead and the blocks of reads in flight. Default: 80% of the memory.max (cgroup v2) or "+
 		"memory.limit_in_bytes (cgroup v1) of the cgroup that limits the process (a sidecar's, a CSI mount pod's), else the "+
-		"sum of the defaults of --cache-mem and --readahead-budget, 128MiB and the heap's need. "+
-		"--cache-mem and --readahead-budget given explicitly win for their part")
+		"sum of the old defaults (docs/mount.md, Memory)."+overrides)
 	return m
 }
 
