@@ -157,6 +157,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err := checkStore(ctx, watched, c.Digest, c.ProbeTimeout, log); err != nil {
 		return err
 	}
+	tracker := consumed.NewTracker(snap.Table()) // before heapNeed, which counts what is loaded
 	index, heap := heapNeed(snap.Table().Len(), c.CacheMem)
 	sizes, err := planMemory(&c, heap)
 	if err != nil {
@@ -194,7 +195,6 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err != nil {
 		return err
 	}
-	tracker := consumed.NewTracker(snap.Table())
 	if rec.Resumed() {
 		seed(ctx, c, rec, snap.Table(), tracker)
 	}
