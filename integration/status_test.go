@@ -110,9 +110,10 @@ func TestStatusOfALiveMount(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	head := fmt.Sprintf("%s serving %s run %s pid %d up ", dir, f.digest, runID, d.cmd.Process.Pid)
 	counts := fmt.Sprintf("  members %d/%d opened, %d bytes served", after.MembersOpened, after.Members, after.BytesServed)
-	if len(lines) != 6 || !strings.HasPrefix(lines[0], head) || lines[1] != counts ||
+	if len(lines) != 7 || !strings.HasPrefix(lines[0], head) || lines[1] != counts ||
 		lines[3] != "  integrity events: 0 (mismatch 0, version_missing 0, fetch_failed 0)" ||
-		!strings.HasPrefix(lines[4], "  passthrough ") || !strings.HasPrefix(lines[5], "  pinfs ") || r.stderr != "" {
+		!strings.HasPrefix(lines[4], "  passthrough ") || !strings.HasPrefix(lines[5], "  pool: ") ||
+		!strings.HasPrefix(lines[6], "  pinfs ") || r.stderr != "" {
 		t.Errorf("text status: want %q… and %q, got %v", head, counts, r)
 	}
 

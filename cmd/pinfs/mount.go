@@ -51,6 +51,14 @@ With --policy FILE it refuses, the same way, a snapshot without approvals
 that satisfy the trust policy (docs/admission.md); that check reads the
 approvals from the store, so it needs the store reachable.
 
+The daemon's memory is one target (--memory-target): its heap, and a pool
+of block memory shared by the memory tier, readahead and the blocks of
+reads in flight, so that it stays flat however many files are read at
+once. Under a cgroup memory limit (a sidecar, a CSI mount pod) the target
+defaults to 80% of the limit; else to the sum of the old defaults. The
+"memory" log line says what it is and how it is shared (docs/mount.md,
+Memory).
+
 A member whose whole verified file is in the disk cache is handed to the
 kernel at open (FUSE passthrough, with Linux 6.9+ and root), so its reads
 never reach pinfs; such a member counts as read in full in the run
@@ -62,7 +70,8 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 		fallbackURL := fallbackFlag(fs)
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for the disk block cache, verified metadata, spooled run-record events and logs")
 		cacheMem := byteSize(256 << 20)
-		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables)")
+		fs.Var(&cacheMem, "cache-mem", "memory block cache budget `SIZE` (e.g. 512MiB; 0 disables). Default: what the memory "+
+			"target leaves beside readahead and the blocks of reads in flight (see --memory-target), the default below without one; given, it wins")
 		cacheDisk := byteSize(10 << 30)
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, least recently used blocks evicted (0 disables)")
 		record := fs.String("run-record", "", recordHelp)
@@ -79,6 +88,7 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "fail a read with EIO (and a fetch_failed event) when the store has not delivered its blocks within `DURATION`, retries and throttling included; keep it longer than --stall-timeout")
 		stallTimeout := fs.Duration("stall-timeout", 30*time.Second, "cut off and resume a store response that delivers no bytes for `DURATION`")
 		ra := readaheadFlags(fs)
+		mem := memoryTargetFlag(fs)
 		passthrough := fs.Bool("passthrough", true, "let the kernel serve an open of a member whose verified whole-member file is in the disk cache straight from that file (FUSE passthrough: Linux 6.9+, as root; the log says why when it is off); the run record then counts the member as read in full. --passthrough=false serves every read through pinfs")
 		flushInterval := fs.Duration("flush-interval", time.Minute, "write what was read since the last time to the run record every `DURATION` (a crash loses at most this much of the consumed set)")
 		return func(ctx context.Context, args []string) error {
@@ -101,6 +111,10 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 				return usagef("--flush-interval %v: want a positive duration such as 1m or 30s", *flushInterval)
 			}
 			raMax, raBudget, err := ra.values()
+			if err != nil {
+				return err
+			}
+			target, err := mem.value()
 			if err != nil {
 				return err
 			}
@@ -142,6 +156,7 @@ as before, and the log says why (docs/mount.md, Passthrough).`,
 				UID: *uid, GID: *gid, Debug: *debug, Log: logFrom(ctx), Out: out, MetricsAddr: *metricsAddr,
 				ReadTimeout: *readTimeout, StallTimeout: *stallTimeout, FlushInterval: *flushInterval,
 				ReadaheadMax: raMax, ReadaheadBudget: raBudget, Passthrough: *passthrough,
+				MemoryTarget: target, FromCgroup: true, CacheMemSet: mem.given("cache-mem"), ReadaheadBudgetSet: mem.given("readahead-budget"),
 			})
 		}
 	},

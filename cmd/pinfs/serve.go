@@ -31,7 +31,9 @@ Prometheus metrics: GET /-/metrics.`,
 		listen := fs.String("listen", "", "`HOST:PORT` to serve on")
 		cacheDir := fs.String("cache-dir", defaultCacheDir(), "`DIR` for verified metadata and member table indexes (DIR/meta)")
 		cacheMem := byteSize(512 << 20)
-		fs.Var(&cacheMem, "cache-mem", "memory block cache `SIZE`")
+		fs.Var(&cacheMem, "cache-mem", "memory block cache `SIZE`. Default: what the memory target leaves beside readahead "+
+			"and the blocks of requests in flight (see --memory-target), the default below without one; given, it wins")
+		mem := memoryTargetFlag(fs)
 		maxReq := fs.Int("max-requests", 64, "`N` requests answered at once; more wait (up to 10 s, then 503 with Retry-After)")
 		readTimeout := fs.Duration("read-timeout", 60*time.Second, "`DURATION` that loading one block from the store may take, retries included")
 		return func(ctx context.Context, args []string) error {
@@ -53,12 +55,22 @@ Prometheus metrics: GET /-/metrics.`,
 			if err := mount.PrepareCacheDir(*cacheDir); err != nil {
 				return err
 			}
+			target, err := mem.value()
+			if err != nil {
+				return err
+			}
 			st, err := openStore(ctx, *storeURL)
 			if err != nil {
 				return err
 			}
+			sizes, bp, err := serveMemory(target, int64(cacheMem), mem.given("cache-mem"), logFrom(ctx))
+			if err != nil {
+				return err
+			}
+			defer bp.Close() // after Run, which closes its block reader
 			return origin.Run(ctx, origin.Options{Store: st, Listen: *listen, CacheDir: *cacheDir,
-				CacheMem: int64(cacheMem), MaxRequests: *maxReq, ReadTimeout: *readTimeout, Log: logFrom(ctx), Out: out})
+				CacheMem: sizes.Mem, ReadaheadBudget: sizes.Readahead, Pool: bp,
+				MaxRequests: *maxReq, ReadTimeout: *readTimeout, Log: logFrom(ctx), Out: out})
 		}
 	},
 }

@@ -53,9 +53,54 @@ func readaheadFlags(fs *pflag.FlagSet) *readahead {
 	fs.Var(&ra.max, "readahead-max", "largest readahead window `SIZE` of a sequential reader (it starts at one 1 MiB block and doubles "+
 		"while the reader goes on; fetched as parallel 8 MiB requests; 0 disables readahead)")
 	fs.Var(&ra.budget, "readahead-budget", "memory `SIZE` for all readahead of the process, on top of --cache-mem: blocks requested "+
-		"ahead and not yet read, in flight or waiting for their reader; readahead that does not fit is skipped")
+		"ahead and not yet read, in flight or waiting for their reader; readahead that does not fit is skipped. "+
+		"Default: half the memory target's block pool, at most 256MiB (see --memory-target); given, it wins for its part")
 	return ra
 }
+
+// memoryTarget is --memory-target, which pinfs mount, warm and serve
+// share (store/memtarget), and the flag set that tells whether
+// --cache-mem and --readahead-budget were given.
+type memoryTarget struct {
+	target byteSize
+	fs     *pflag.FlagSet
+}
+
+// memoryTargetFlag defines --memory-target on fs. Define --cache-mem and
+// --readahead-budget first, where the command has them: the help names
+// those it finds.
+func memoryTargetFlag(fs *pflag.FlagSet) *memoryTarget {
+	m := &memoryTarget{fs: fs}
+	var parts []string
+	for _, name := range []string{"cache-mem", "readahead-budget"} {
+		if fs.Lookup(name) != nil {
+			parts = append(parts, "--"+name)
+		}
+	}
+	overrides := ""
+	switch len(parts) {
+	case 1:
+		overrides = " " + parts[0] + " given explicitly wins for its part"
+	case 2:
+		overrides = " " + strings.Join(parts, " and ") + " given explicitly win for their part"
+	}
+	fs.Var(&m.target, "memory-target", "memory `SIZE` the process may use (e.g. 2GiB): its heap and a pool of block memory shared "+
+		"by the memory tier, readahead and the blocks of reads in flight. Default: 80% of the memory.max (cgroup v2) or "+
+		"memory.limit_in_bytes (cgroup v1) of the cgroup that limits the process (a sidecar's, a CSI mount pod's), else the "+
+		"sum of the old defaults (docs/mount.md, Memory)."+overrides)
+	return m
+}
+
+// value returns the target in bytes (0: not given), or a usage error.
+func (m *memoryTarget) value() (int64, error) {
+	if m.fs.Changed("memory-target") && m.target == 0 {
+		return 0, usagef("--memory-target 0: want a size such as 2GiB (leave it out for the default)")
+	}
+	return int64(m.target), nil
+}
+
+// given reports whether the flag name was given explicitly.
+func (m *memoryTarget) given(name string) bool { return m.fs.Changed(name) }
 
 // values returns the flags as blocks.Config's ReadaheadMax and
 // ReadaheadBudget, or a usage error.

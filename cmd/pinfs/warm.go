@@ -44,6 +44,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 		cacheDisk := byteSize(10 << 30)
 		fs.Var(&cacheDisk, "cache-disk", "disk block cache budget `SIZE`, as on pinfs mount; the selection must fit in it")
 		ra := readaheadFlags(fs)
+		mem := memoryTargetFlag(fs)
 		quiet := fs.Bool("quiet", false, "no progress bar")
 		asJSON := fs.Bool("json", false, "print the summary as JSON")
 		return func(ctx context.Context, args []string) error {
@@ -61,6 +62,10 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			if err != nil {
 				return err
 			}
+			target, err := mem.value()
+			if err != nil {
+				return err
+			}
 			if *cacheDir == "" {
 				return errors.New("no default cache dir: $XDG_CACHE_HOME and $HOME are unset; pass --cache-dir DIR (a directory only this user can write)")
 			}
@@ -74,6 +79,7 @@ failure): as pinfs verify reports it. Nothing unverified is cached.`,
 			log := logFrom(ctx)
 			c, err := warm.Open(ctx, st, d, *cacheDir, warm.Tuning{
 				DiskBytes: int64(cacheDisk), ReadaheadMax: raMax, ReadaheadBudget: raBudget,
+				MemoryTarget: target, ReadaheadBudgetSet: mem.given("readahead-budget"),
 			}, log)
 			if err != nil {
 				return err

@@ -18,7 +18,8 @@ func TestDocsNumbers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Config{Objects: struct{ store.ObjectReader }{}, Outboards: struct{ Outboards }{}})
+	// The mount's defaults: a memory tier of 256 MiB (--cache-mem).
+	r, err := New(Config{Objects: struct{ store.ObjectReader }{}, Outboards: struct{ Outboards }{}, MemBytes: 256 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

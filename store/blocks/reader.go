@@ -94,16 +94,16 @@ func New(cfg Config) (*Reader, error) {
 		lim:    newLimiter(cfg.Backoff, min(cfg.MaxBackoff, maxGap)),
 		fails:  newFailures(),
 	}
-	front := frontRuns * int64(cfg.SpanBlocks) * BlockSize
+	front, memBytes := frontOf(cfg.MemBytes, cfg.SpanBlocks)
 	r.pool = cfg.Pool
 	if r.pool == nil {
-		p, err := pool.New(max(cfg.MemBytes, 0) + front + cfg.ReadaheadBudget + PoolReserve)
+		p, err := pool.New(memBytes + front + cfg.ReadaheadBudget + PoolReserve)
 		if err != nil {
 			return nil, err
 		}
 		r.pool, r.ownPool = p, true
 	}
-	m, err := cache.NewMem(cfg.MemBytes, cache.WithFront(front))
+	m, err := cache.NewMem(memBytes, cache.WithFront(front))
 	if err != nil {
 		r.closePool()
 		return nil, err
@@ -112,6 +112,20 @@ func New(cfg Config) (*Reader, error) {
 	r.budget = newBudget(cfg.ReadaheadBudget)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
+}
+
+// frontOf returns the size of the memory tier's front and what is left of
+// memBytes for ristretto: the front is part of the memory tier's budget
+// (a quarter of it at most, frontRuns runs at most), so that the tier
+// takes no more of the pool than the budget says; a tier of no budget
+// still gets a front of two runs, for the runs of misses.
+func frontOf(memBytes int64, span int) (front, rest int64) {
+	run := int64(span) * BlockSize
+	if memBytes <= 0 {
+		return 2 * run, 0
+	}
+	front = min(frontRuns*run, max(memBytes/4, run))
+	return front, max(memBytes-front, 0)
 }
 
 // frontRuns is the size of the memory tier's front, in runs of

@@ -14,6 +14,7 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/store/pool"
 )
 
 // Options are those of Run.
@@ -34,6 +35,11 @@ type Options struct {
 	// Ready, if set, is told the address once the origin listens.
 	Ready func(addr string)
 	Out   io.Writer // the "serving" line; nil: none
+
+	// Pool and ReadaheadBudget are the block reader's (blocks.Config;
+	// nil and 0: its defaults). The caller closes Pool after Run.
+	Pool            *pool.Pool
+	ReadaheadBudget int64
 }
 
 // Readahead is the origin's block reader's readahead window. The tier
@@ -79,7 +85,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	meta := metacache.New(filepath.Join(o.CacheDir, "meta"), o.Store, metacache.WithLogger(o.Log))
 	br, err := blocks.New(blocks.Config{Objects: o.Store, Outboards: meta, MemBytes: o.CacheMem,
-		ReadTimeout: o.ReadTimeout, ReadaheadMax: Readahead, Reporter: logReporter{o.Log}})
+		ReadTimeout: o.ReadTimeout, ReadaheadMax: Readahead, Reporter: logReporter{o.Log},
+		Pool: o.Pool, ReadaheadBudget: o.ReadaheadBudget})
 	if err != nil {
 		return err
 	}

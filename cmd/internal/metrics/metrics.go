@@ -74,8 +74,8 @@ func (m *Metrics) SetLogger(l *slog.Logger) { m.log = l }
 //	metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 //
 // New panics if labels has an odd length, or if a name does not match
-// [a-zA-Z_][a-zA-Z0-9_]*, starts with "__", is repeated, or is "tier" or
-// "errno": these are programming errors.
+// [a-zA-Z_][a-zA-Z0-9_]*, starts with "__", is repeated, or is "tier",
+// "errno" or "holder": these are programming errors.
 func New(src Source, labels ...string) *Metrics {
 	if len(labels)%2 != 0 {
 		panic(fmt.Sprintf("metrics: New: odd number of label arguments (%d)", len(labels)))
@@ -86,7 +86,7 @@ func New(src Source, labels ...string) *Metrics {
 		if !validLabelName(name) {
 			panic(fmt.Sprintf("metrics: New: invalid label name %q", name))
 		}
-		if name == labelTier || name == labelErrno {
+		if name == labelTier || name == labelErrno || name == labelHolder {
 			panic(fmt.Sprintf("metrics: New: label %q is used by the metrics themselves", name))
 		}
 		if _, dup := constLabels[name]; dup {

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -26,6 +23,7 @@ import (
 	"github.com/pinfs/pinfs/store/health"
 	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify"
 	"github.com/pinfs/pinfs/verify/sign"
 )
@@ -76,6 +74,19 @@ type Config struct {
 	// (blocks.Config; zero means its defaults, ReadaheadMax < 0 disables
 	// readahead).
 	ReadaheadMax, ReadaheadBudget int64
+
+	// MemoryTarget is the memory the mount may use (--memory-target),
+	// shared between its heap and its block pool, and the pool between
+	// the memory tier, readahead and a reserve (store/memtarget). 0: from
+	// the cgroup that limits the process when FromCgroup, else the sum of
+	// CacheMem, ReadaheadBudget, blocks.PoolReserve and the heap's need.
+	// CacheMemSet and ReadaheadBudgetSet say that CacheMem and
+	// ReadaheadBudget were given explicitly: they then win over the
+	// target's split for their part.
+	MemoryTarget                    int64
+	FromCgroup                      bool
+	CacheMemSet, ReadaheadBudgetSet bool
+	cgroupSelf, cgroupRoot          string // tests: memtarget.Request's Self and Root
 
 	// Ready, when set, is called with the run id once the mount serves,
 	// where Notify reports readiness to a waiting parent: pinfs derive
@@ -147,6 +158,13 @@ func Run(ctx context.Context, c Config) (err error) {
 	if err := checkStore(ctx, watched, c.Digest, c.ProbeTimeout, log); err != nil {
 		return err
 	}
+	tracker := consumed.NewTracker(snap.Table()) // before heapNeed, which counts what is loaded
+	index, heap := heapNeed(snap.Table().Len(), c.CacheMem)
+	sizes, err := planMemory(&c, heap)
+	if err != nil {
+		return err
+	}
+	sizes.Log(log, "snapshot_heap", index)
 	rec, err := runrecord.Open(ctx, runrecord.Options{
 		URL: c.RunRecord, RunID: c.RunID, Digest: c.Digest, SpoolDir: spoolDir(c.CacheDir),
 		RequirePermit: c.RequirePermit, Permit: permit, Store: c.Store.String(), FlushInterval: c.flushInterval(),
@@ -165,24 +183,29 @@ func Run(ctx context.Context, c Config) (err error) {
 		return err
 	}
 	defer disk.Close()
+	bp, err := pool.New(sizes.Pool)
+	if err != nil {
+		return err
+	}
+	defer closePool(bp, log) // after the Reader's Close below, which waits for its holders
 	br, err := blocks.New(blocks.Config{
-		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: c.CacheMem, Disk: disk,
+		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: sizes.Mem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
-		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: c.ReadaheadBudget,
+		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: sizes.Readahead, Pool: bp,
 		LocalObjects: isLocal(c.Store),
 	})
 	if err != nil {
 		return err
 	}
-	tracker := consumed.NewTracker(snap.Table())
 	if rec.Resumed() {
 		seed(ctx, c, rec, snap.Table(), tracker)
 	}
-	limitMemory(c.CacheMem, br.Stats().ReadaheadBudget, snap.Table().Len(), log)
+	limitMemory(sizes, log)
 	pt, ptTree, ptReason := passthroughOf(&c)
 	mx := metrics.New(br, "digest", string(c.Digest), "run_id", runID)
 	mx.WatchMetaCache(meta)
 	mx.WatchPassthrough(pt)
+	mx.WatchPool(br.Pool())
 	mx.SetLogger(log)
 	if c.MetricsAddr != "" {
 		addr, err := mx.Serve(ctx, c.MetricsAddr)
@@ -200,7 +223,7 @@ func Run(ctx context.Context, c Config) (err error) {
 	status := &mountstatus.Source{ // pinfs status MOUNTPOINT reads it from the root's xattr
 		Mountpoint: c.Mountpoint, Digest: string(c.Digest), RunID: runID, Store: c.Store.String(), CacheDir: c.CacheDir,
 		Members: snap.Table().Len(), Started: time.Now(), Stats: br.Stats, MembersOpened: tracker.MembersOpened,
-		StoreError: storeError(watched), Passthrough: passthroughStatus(pt),
+		StoreError: storeError(watched), Passthrough: passthroughStatus(pt), Pool: mountstatus.PoolOf(br.Pool()),
 	}
 	// pinfs run show asks for the consumed set so far, in its own attributes.
 	live := &mountstatus.Consumed{Encode: func() string { return tracker.Set().Encode() }}
@@ -346,35 +369,6 @@ func seed(ctx context.Context, c Config, rec *runrecord.Record, t *verify.Table,
 		return
 	}
 	c.Log.Info("resume: seeded with what the run consumed before", "members", set.Opened.GetCardinality(), "events", len(evs))
-}
-
-// memoryHeadroom is the memory a mount may use beyond its snapshot index,
-// its memory tier and its readahead budget: the recent-blocks buffer, the
-// blocks of misses in flight and queued for the disk tier, FUSE request
-// buffers, the Go runtime.
-const memoryHeadroom = 96 << 20
-
-// nodeBytes is what go-fuse keeps for each file the kernel has looked up
-// (node id tables, the inode, the parent's child entry; about 420 bytes
-// measured): a stat walk or an epoch that opens every file grows the heap
-// by that much per member, and the limit must leave room for it.
-const nodeBytes = 450
-
-// limitMemory sets the Go runtime's soft memory limit to what the mount
-// needs: the heap that holds the loaded snapshot, the memory tier, the
-// readahead budget, room for a node per member, and a fixed headroom. Without it the garbage
-// collector lets the heap grow to twice the live data, so a full memory
-// tier would double the daemon's RSS. GOMEMLIMIT, when set, wins.
-func limitMemory(cacheMem, readahead int64, members int, log *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	debug.FreeOSMemory() // a GC, and the parsed table's bytes back to the OS
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	limit := int64(ms.HeapAlloc) + max(cacheMem, 0) + max(readahead, 0) + int64(members)*nodeBytes + memoryHeadroom
-	debug.SetMemoryLimit(limit)
-	log.Info("memory limit", "bytes", limit, "snapshot_heap", ms.HeapAlloc, "cache_mem", cacheMem, "readahead_budget", readahead)
 }
 
 // reporter writes read-path events to the run record; Report returns

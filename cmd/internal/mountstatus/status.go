@@ -49,8 +49,10 @@ type Status struct {
 	// Passthrough is whether the mount hands cached member files to the
 	// kernel (FUSE passthrough) and how much it did; nil when the
 	// daemon does not say (not serving, or a pinfs before it).
-	Passthrough *Passthrough   `json:"passthrough,omitempty"`
-	Version     buildinfo.Info `json:"version,omitzero"` // the daemon's build
+	Passthrough *Passthrough `json:"passthrough,omitempty"`
+	// Pool is the block pool; nil when the daemon does not say.
+	Pool    *Pool          `json:"pool,omitempty"`
+	Version buildinfo.Info `json:"version,omitzero"` // the daemon's build
 }
 
 // Passthrough is a mount's FUSE passthrough: Enabled, or the Reason it is
@@ -103,6 +105,7 @@ type Source struct {
 	MembersOpened                              func() int64
 	StoreError                                 func() *StoreError // the last failed fetch, nil for none
 	Passthrough                                func() Passthrough // nil: the status has none
+	Pool                                       func() Pool        // nil: the status has none
 }
 
 // Status returns the mount's status now.
@@ -115,7 +118,7 @@ func (s *Source) Status() *Status {
 		Started: s.Started, UptimeSeconds: time.Since(s.Started).Seconds(), Store: s.Store, CacheDir: s.CacheDir,
 		Members: s.Members, MembersOpened: s.MembersOpened(), BytesServed: st.BytesServed, BlocksVerified: st.BlocksVerified,
 		CacheHits: Tiers{Memory: st.MemHits, Disk: st.DiskHits}, NetworkFetches: st.NetworkFetches,
-		IntegrityEvents: in, StoreError: s.storeError(), Passthrough: s.passthrough(), Version: buildinfo.Get(),
+		IntegrityEvents: in, StoreError: s.storeError(), Passthrough: s.passthrough(), Pool: s.pool(), Version: buildinfo.Get(),
 	}
 }
 
@@ -124,6 +127,14 @@ func (s *Source) passthrough() *Passthrough {
 		return nil
 	}
 	p := s.Passthrough()
+	return &p
+}
+
+func (s *Source) pool() *Pool {
+	if s.Pool == nil {
+		return nil
+	}
+	p := s.Pool()
 	return &p
 }
 
@@ -145,8 +156,8 @@ func (s *Source) JSON() []byte {
 }
 
 // WriteText writes s for a person: a serving mount in five lines (six
-// with the store's last error, one more with passthrough), any other in
-// one line with the reason.
+// with the store's last error, one more with passthrough, one more with
+// the block pool), any other in one line with the reason.
 func (s *Status) WriteText(w io.Writer) error {
 	if !s.Serving {
 		_, err := fmt.Fprintf(w, "%s not serving: %s\n", s.Mountpoint, s.Error)
@@ -168,6 +179,9 @@ func (s *Status) WriteText(w io.Writer) error {
 	}
 	if err == nil && s.Passthrough != nil {
 		err = s.Passthrough.writeText(w)
+	}
+	if err == nil && s.Pool != nil {
+		err = s.Pool.writeText(w)
 	}
 	if err == nil {
 		_, err = fmt.Fprintf(w, "  pinfs %s\n", s.Version)

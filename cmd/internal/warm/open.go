@@ -9,7 +9,9 @@ import (
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/cache"
+	"github.com/pinfs/pinfs/store/memtarget"
 	"github.com/pinfs/pinfs/store/metacache"
+	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify"
 )
 
@@ -21,14 +23,20 @@ type Cache struct {
 	Snapshot *verify.Snapshot
 	Disk     *cache.Disk
 	Reader   *blocks.Reader
+	pool     *pool.Pool
 }
 
 // Tuning is the budgets of a warm: the disk tier's, and the window and
 // memory budget of its block reader's loads (blocks.Config's ReadaheadMax
-// and ReadaheadBudget; zero means their defaults).
+// and ReadaheadBudget; zero means their defaults). MemoryTarget is
+// --memory-target (0: from the cgroup, else the defaults;
+// store/memtarget), and ReadaheadBudgetSet says that ReadaheadBudget was
+// given explicitly and wins over the target's split.
 type Tuning struct {
 	DiskBytes                     int64
 	ReadaheadMax, ReadaheadBudget int64
+	MemoryTarget                  int64
+	ReadaheadBudgetSet            bool
 }
 
 // Open loads and verifies snapshot d through the metadata cache in dir,
@@ -42,9 +50,19 @@ func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tu
 	if err != nil {
 		return nil, err
 	}
+	sizes, err := t.memory()
+	if err != nil {
+		return nil, err
+	}
+	sizes.Log(log)
 	disk, err := cache.OpenDisk(filepath.Join(dir, "blocks"), t.DiskBytes, cache.WithLogger(log))
 	if err != nil {
 		return nil, fmt.Errorf("disk cache: %w", err)
+	}
+	bp, err := pool.New(sizes.Pool)
+	if err != nil {
+		disk.Close()
+		return nil, err
 	}
 	cr, _ := st.(store.ContentReader) // a tier's: read by content
 	var fb store.ContentReader        // a tier's fallback store, for blocks whose copies fail twice
@@ -52,17 +70,34 @@ func Open(ctx context.Context, st store.Store, d verify.Digest, dir string, t Tu
 		fb = f.Fallback()
 	}
 	r, err := blocks.New(blocks.Config{Objects: st, Content: cr, Fallback: fb, Outboards: meta, Disk: disk,
-		ReadaheadMax: t.ReadaheadMax, ReadaheadBudget: t.ReadaheadBudget})
+		ReadaheadMax: t.ReadaheadMax, ReadaheadBudget: sizes.Readahead, Pool: bp})
 	if err != nil {
+		bp.Close()
 		disk.Close()
 		return nil, err
 	}
-	return &Cache{Snapshot: snap, Disk: disk, Reader: r}, nil
+	return &Cache{Snapshot: snap, Disk: disk, Reader: r, pool: bp}, nil
 }
 
-// Close ends the block reader's fetches and closes the disk tier.
+// memory returns how a warm's memory is shared (memtarget.Plan): the
+// snapshot loaded and the headroom on the heap, no memory tier, the
+// readahead budget and the reserve in the pool.
+func (t Tuning) memory() (memtarget.Sizes, error) {
+	ra, raSet := t.ReadaheadBudget, t.ReadaheadBudgetSet
+	if ra <= 0 {
+		ra, raSet = blocks.DefaultReadaheadBudget, false
+	}
+	return memtarget.Plan(memtarget.Request{Target: t.MemoryTarget, Heap: memtarget.HeapInUse() + memtarget.Headroom,
+		MemSet: true, Readahead: ra, ReadaheadSet: raSet})
+}
+
+// Close ends the block reader's fetches and closes the pool and the disk
+// tier.
 func (c *Cache) Close() error {
 	err := c.Reader.Close()
+	if perr := c.pool.Close(); err == nil {
+		err = perr
+	}
 	if derr := c.Disk.Close(); err == nil {
 		err = derr
 	}
