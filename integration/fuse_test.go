@@ -35,13 +35,19 @@ func startMount(t testing.TB, env []string, dir string, args ...string) *daemon 
 // startMountEnv is startMount with env the whole environment of the daemon.
 func startMountEnv(t testing.TB, env []string, dir string, args ...string) *daemon {
 	t.Helper()
+	return startMountBin(t, pinfsBin, env, dir, args...)
+}
+
+// startMountBin is startMountEnv with the pinfs binary bin.
+func startMountBin(t testing.TB, bin string, env []string, dir string, args ...string) *daemon {
+	t.Helper()
 	fusetest.Require(t)
 	log := filepath.Join(t.TempDir(), "mount.log")
 	lf, err := os.Create(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(pinfsBin, append([]string{"mount"}, append(args, "--foreground")...)...)
+	cmd := exec.Command(bin, append([]string{"mount"}, append(args, "--foreground")...)...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
