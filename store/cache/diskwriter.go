@@ -206,17 +206,19 @@ func (d *Disk) writer() {
 				d.qbytes -= int64(len(p.b))
 			}
 		}
-		d.done = batch[n-1].seq
-		d.wcond.Broadcast()
-		d.wmu.Unlock()
 		// Every block queued passes through the fifo once, also one
 		// unqueued (removed) or replaced meanwhile: its reference goes
-		// back here, after the map no longer finds it.
+		// back here, once the map no longer finds it and before Flush
+		// returns, so that a Reader's Close finds its slots free.
 		for _, p := range batch {
 			if p.blk != nil {
 				p.blk.Release(pool.DiskQueue)
+				p.blk = nil
 			}
 		}
+		d.done = batch[n-1].seq
+		d.wcond.Broadcast()
+		d.wmu.Unlock()
 	}
 }
 
