@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,6 +32,7 @@ func (sh *shapedRun) putObjects(t *testing.T, prefix string, n int, name func(in
 	for _, s := range sizes {
 		total += s
 	}
+	syscall.Sync() // the server's writes on disk before anything is measured, not written back during it
 	sh.note("setup: PUT of %d objects under data/%s (%.2f GB, 4 in parallel, loopback) took %.1f s", n, prefix, float64(total)/1e9, time.Since(t0).Seconds())
 	return objs, sizes
 }
