@@ -19,7 +19,9 @@ func TestGCCycles(t *testing.T) {
 
 func TestMemoryBound(t *testing.T) {
 	limit := `time=2026-01-01T00:00:00Z level=INFO msg="memory limit" bytes=639180216 snapshot_heap=123 cache_mem=268435456` + "\n"
-	target := `time=2026-01-01T00:00:00Z level=INFO msg=memory target=1073741824 source=flag pool=805306368 mem=1 heap=2` + "\n"
+	// The line of issue 38's --memory-target, as its mount logs it.
+	target := `time=2026-12-08T01:28:33.956Z level=INFO msg=memory digest=sha256:09cfa3b670d5840d22e138c9e0db1a13f131dee14c270c4565368aa3e15f7c31 ` +
+		`run_id=20261208T012833Z-f941541c target=1073741824 source=flag pool=903872512 mem=523239424 readahead=268435456 reserve=112197632 heap=168901336` + "\n"
 	cases := []struct {
 		name, log string
 		want      int64
@@ -27,6 +29,7 @@ func TestMemoryBound(t *testing.T) {
 	}{
 		{"today's limit line", "x\n" + limit, 639180216, true},
 		{"the target line wins", limit + target, 1 << 30, true},
+		{"the target line wins over a later limit line", target + limit, 1 << 30, true},
 		{"json target", `{"time":"t","level":"INFO","msg":"memory","target":2147483648,"pool":1}` + "\n", 2 << 30, true},
 		{"json limit", `{"level":"INFO","msg":"memory limit","bytes":5000}` + "\n", 5000, true},
 		{"a memory line without target", "level=INFO msg=memory pool=5\n", 0, false},
