@@ -116,6 +116,11 @@ func TestBench(t *testing.T) {
 		t.Run("members", b.membersScenario)
 		return
 	}
+	if benchOnly() == "concurrency" { // issue 38's local-store rows and the 4 GiB member: no S3 server
+		t.Run("concurrency", b.concurrency)
+		t.Run("4GiB-member", b.fourGiB)
+		return
+	}
 	b.s = s3test.Start(t)
 	b.env = b.s.Env()
 	b.client = b.s.RawClient()
@@ -137,7 +142,7 @@ func TestBench(t *testing.T) {
 		t.Run("cluster", b.cluster)
 		return
 	default:
-		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale, shaped, passthrough, cluster and members", benchOnly())
+		t.Fatalf("PINFS_BENCH_ONLY=%q: the scenarios that run alone are pinscale, shaped, passthrough, cluster, members and concurrency", benchOnly())
 	}
 	b.setupS3(t)
 
@@ -149,6 +154,7 @@ func TestBench(t *testing.T) {
 	t.Run("million-members", b.millionMembers)
 	t.Run("runs", b.runsScale)
 	t.Run("4GiB-member", b.fourGiB)
+	t.Run("concurrency", b.concurrency)
 	t.Run("profile", b.profileCold)
 	t.Run("pin-scale", b.pinScale)
 	t.Run("shaped", b.shaped)
@@ -156,7 +162,8 @@ func TestBench(t *testing.T) {
 }
 
 // benchOnly is $PINFS_BENCH_ONLY: "pinscale", "shaped", "passthrough",
-// "cluster" or "members" runs that scenario alone; "members" (issue 26, a few minutes
+// "cluster", "members" or "concurrency" (issue 38's local-store rows and the
+// 4 GiB member) runs that scenario alone; "members" (issue 26, a few minutes
 // at ten million members) runs only so.
 func benchOnly() string { return os.Getenv("PINFS_BENCH_ONLY") }
 

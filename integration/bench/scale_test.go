@@ -239,4 +239,5 @@ func (b *bench) fourGiB(t *testing.T) {
 	b.note("4 GiB member: daemon RSS during the read (by elapsed time) %s; after the read %s; read at %.3f GB/s",
 		strings.Join(pts, ", "), mb(rss), dm.gbps())
 	b.finish(t, m)
+	b.fourGiBVs1GiB(t, dm)
 }

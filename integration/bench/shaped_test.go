@@ -248,6 +248,8 @@ func (b *bench) shaped(t *testing.T) {
 	first := len(b.cpu)
 	t.Run("first-4KiB", sh.firstBytes)
 	t.Run("16-readers", sh.multiReaders)
+	t.Run("64-readers", sh.readers64)     // issue 38
+	t.Run("shard-loader", sh.shardLoader) // issue 38
 	t.Run("1GiB-sequential", sh.bigRows)
 	t.Run("small-files", sh.smallRows)
 	t.Run("shuffled", sh.shuffledRow)
