@@ -2,8 +2,8 @@ package blocks
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -390,7 +390,7 @@ func TestStampPrune(t *testing.T) {
 	for i := range 500 {
 		var dg b3.Sum
 		binary.BigEndian.PutUint64(dg[:], uint64(i)<<8|0xee) // names unlike m's
-		v := durable{digest: dg}.encode() // boot zero: another boot
+		v := durable{digest: dg}.encode()                    // boot zero: another boot
 		if err := unix.Setxattr(dir, stampName(dg), v, 0); err != nil {
 			if err != unix.ENOSPC && err != unix.E2BIG {
 				t.Fatal(err)
