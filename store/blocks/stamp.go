@@ -196,7 +196,7 @@ func (r *Reader) unstamp(m *Member) {
 }
 
 // pruneStamps makes room among the durable stamps of the directory fd
-// (dir), whose extended attributes share one block on ext4 (about 28
+// (dir), whose extended attributes share one block on ext4 (about 29
 // stamps): it removes the stamps of another boot and those that no longer
 // match their member file (evicted, replaced, changed), or if there are
 // none, the stamp of the oldest ctime. It reports whether it removed one.
