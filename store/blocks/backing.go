@@ -151,7 +151,8 @@ func (r *Reader) durableKind(f *os.File, m *Member, st stamp) stampKind {
 
 // Recheck returns nil when f, a member file Backing handed over for m
 // earlier, still holds m's verified bytes: at once when its stamp is the
-// one recorded, else once it passed the checks and a verification again,
+// one recorded or its durable stamp says so (known), else once it passed
+// the checks and a verification again,
 // as in Backing (a file that fails it is reported, and removed from the
 // disk tier). The kernel reads an open's backing file itself, and every
 // passthrough open of an inode shares the first one's file: a new open
