@@ -39,7 +39,10 @@ func verifyWorkers() int { return runtime.GOMAXPROCS(0) }
 // matches it under the lease is not read: its bytes were verified, and
 // cannot change while the lease holds, so a touch carries the stamp over.
 // A file that fails is damaged (removed and reported). The stamp is
-// recorded only if fstat says the same before and after the whole read;
+// recorded only if fstat says the same before and after the whole read,
+// and not at all while someone has the file open for writing (the lease
+// is refused: a page of a writable mapping already dirty takes writes
+// that set no time);
 // it is made durable too if the lease held until the clock passed the
 // file's ctime (settled), as a verity file where the file system has
 // fs-verity, else as a ctime stamp.
@@ -88,7 +91,11 @@ func (r *Reader) verifyBacking(ctx context.Context, f *os.File, m *Member) (stam
 			r.stampDurably(m, before)
 		}
 	}
-	r.stamps.Put(m.Digest, before)
+	if !z.writer {
+		// A writer's mapping may change the bytes without a time: the
+		// next open verifies again.
+		r.stamps.Put(m.Digest, before)
+	}
 	if kind == noStamp {
 		r.st.backVerified.Add(1)
 		r.st.backBytes.Add(m.Size)

@@ -24,17 +24,18 @@ const maxSettle = 1500 * time.Millisecond
 // writable mapping made before (whose writes to a page already dirty set
 // no time). The break's signal, SIGIO, is one the Go runtime ignores.
 type freeze struct {
-	fd uintptr
-	ok bool // the lease was granted
+	fd     uintptr
+	ok     bool // the lease was granted
+	writer bool // refused: someone has the file open for writing
 }
 
 // freezeFile takes a read lease on f (ok false when the kernel refuses
-// it: a writer has the file open, the file system has no leases, or we
-// are not the file's owner and lack CAP_LEASE).
+// it: a writer has the file open (writer), the file system has no leases,
+// or we are not the file's owner and lack CAP_LEASE).
 func freezeFile(f *os.File) freeze {
 	fd := f.Fd()
 	_, err := unix.FcntlInt(fd, unix.F_SETLEASE, unix.F_RDLCK)
-	return freeze{fd: fd, ok: err == nil}
+	return freeze{fd: fd, ok: err == nil, writer: err == unix.EAGAIN}
 }
 
 // holds reports whether the lease is still whole: no one opened the file
