@@ -20,8 +20,8 @@ const maxSettle = 1500 * time.Millisecond
 // writing (a writable mapping holds its open), and breaks it when anyone
 // opens it for writing or truncates it meanwhile (the writer waits for
 // the release, up to /proc/sys/fs/lease-break-time). So while it holds,
-// the file's bytes do not change by any path, not even through a
-// writable mapping made before (whose writes to a page already dirty set
+// the file's bytes do not change by any path, and there is no writable
+// mapping made before it (whose writes to a page already dirty would set
 // no time). The break's signal, SIGIO, is one the Go runtime ignores.
 type freeze struct {
 	fd     uintptr
