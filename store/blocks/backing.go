@@ -1,7 +1,6 @@
 package blocks
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,9 +26,10 @@ const maxStamps = 16384
 // touchAge is how old a member file's modification time may be before
 // Backing refreshes it, the disk tier's own age for whole-member files
 // (cache.WholeTouchAge). A touch changes the file's ctime, and so its
-// stamp: the file is verified again after it (a cost once per touchAge,
-// never per open), and every other mount that verified it does so at its
-// next open too.
+// stamp: a file with a durable stamp is touched under a read lease, which
+// carries the stamp over without a read (verifyBacking); any other is
+// verified again after it (a cost once per touchAge, never per open), and
+// every other mount that verified it does so at its next open too.
 const touchAge = cache.WholeTouchAge
 
 // stamp is what fstat says of a member file that may change without its
@@ -55,9 +55,10 @@ func stampOf(st *unix.Stat_t) stamp {
 // same user; the checks are made on the open descriptor, which is what
 // the kernel will read. A file that passes is handed over at once if its
 // stamp (device, inode, size, mtime, ctime) is the one this Reader
-// recorded when it last verified it; otherwise it is verified in full
-// first (verifyBacking), and concurrent calls for one member share that
-// verification, each waiting by its own ctx. A file that fails
+// recorded when it last verified it, or if its durable stamp, which a
+// mount of this boot left, says so (known); otherwise it is verified in
+// full first (verifyBacking), and concurrent calls for one member share
+// that verification, each waiting by its own ctx. A file that fails
 // verification is removed (if its name still names it) and reported as a "mismatch" event From "disk";
 // if the Reporter cannot record it, the error wraps ErrNotRecorded too,
 // and the event is owed to the member's first block, whose next read
@@ -94,7 +95,7 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 		_, err = unix.FcntlInt(f.Fd(), unix.F_SETFL, 0)
 	}
 	if err == nil {
-		if rec, ok := r.stamps.Get(m.Digest); ok && rec == st && !stale(st) {
+		if !stale(st) && r.known(f, m, st) {
 			r.st.backHanded.Add(1)
 			return f, nil
 		}
@@ -112,9 +113,46 @@ func (r *Reader) Backing(ctx context.Context, m *Member) (*os.File, error) {
 // that marks it recently used (touchAge).
 func stale(st stamp) bool { return time.Since(time.Unix(st.mtime.Unix())) > touchAge }
 
+// known reports whether f, m's member file of stamp st, is known to hold
+// m's bytes without a read: its stamp is the one this Reader recorded, or
+// the file's durable stamp says so (a verity stamp, or a ctime stamp of
+// this boot: stamp.go), which it then records.
+func (r *Reader) known(f *os.File, m *Member, st stamp) bool {
+	if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
+		return true
+	}
+	if r.durableKind(f, m, st) == noStamp {
+		return false
+	}
+	r.stamps.Put(m.Digest, st)
+	return true
+}
+
+// stampKind is the durable stamp a member file has.
+type stampKind int
+
+const (
+	noStamp     stampKind = iota
+	ctimeStamp            // its directory's trusted attribute (stamp.go)
+	verityStamp           // a verity file's own (stampverity.go)
+)
+
+// durableKind returns the durable stamp that says f, m's member file of
+// stamp st, holds m's bytes, if it has one.
+func (r *Reader) durableKind(f *os.File, m *Member, st stamp) stampKind {
+	switch {
+	case verityStamped(f, m):
+		return verityStamp
+	case r.stampedDurably(m, st):
+		return ctimeStamp
+	}
+	return noStamp
+}
+
 // Recheck returns nil when f, a member file Backing handed over for m
 // earlier, still holds m's verified bytes: at once when its stamp is the
-// one recorded, else once it passed the checks and a verification again,
+// one recorded or its durable stamp says so (known), else once it passed
+// the checks and a verification again,
 // as in Backing (a file that fails it is reported, and removed from the
 // disk tier). The kernel reads an open's backing file itself, and every
 // passthrough open of an inode shares the first one's file: a new open
@@ -128,7 +166,7 @@ func (r *Reader) Recheck(ctx context.Context, m *Member, f *os.File) error {
 	if err != nil {
 		return err
 	}
-	if rec, ok := r.stamps.Get(m.Digest); ok && rec == st {
+	if r.known(f, m, st) {
 		return nil
 	}
 	return r.verified(ctx, f, m)
@@ -194,6 +232,7 @@ func fstat(f *os.File) (unix.Stat_t, error) {
 func (r *Reader) damaged(f *os.File, m *Member, err error) error {
 	if r.named(f, m) {
 		r.disk.RemoveMember(m.Digest)
+		r.unstamp(m)
 	}
 	r.stamps.Remove(m.Digest)
 	r.st.mismatches.Add(1)
@@ -265,67 +304,4 @@ func (r *Reader) verified(ctx context.Context, f *os.File, m *Member) error {
 		return fmt.Errorf("%w: %s is not the file just verified", ErrNoBacking, f.Name())
 	}
 	return nil
-}
-
-// verifyBacking verifies f, m's member file, which checkFile has passed,
-// in full against m's digest, and returns the stamp it recorded. A file
-// whose mtime is older than touchAge is touched first: this is the disk
-// tier's least-recently-used mark for member files, which the tier itself
-// does not set, as it changes ctime and so the stamp. A file that fails
-// is damaged (removed and reported). The stamp is recorded only if fstat
-// says the same before and after the whole read.
-func (r *Reader) verifyBacking(ctx context.Context, f *os.File, m *Member) (stamp, error) {
-	st, err := fstat(f)
-	if err != nil {
-		return stamp{}, err
-	}
-	if time.Since(time.Unix(st.Mtim.Unix())) > touchAge {
-		// utimensat(fd, NULL, NULL, 0): both times of the open file to now.
-		if _, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, f.Fd(), 0, 0, 0, 0, 0); e != 0 {
-			return stamp{}, fmt.Errorf("%w: touching %s: %w", ErrNoBacking, f.Name(), e)
-		}
-		if st, err = fstat(f); err != nil {
-			return stamp{}, err
-		}
-	}
-	before := stampOf(&st)
-	var ob []byte
-	if !wholeMember(m) {
-		octx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
-		ob, err = r.outboard(octx, m, false)
-		cancel()
-		if err != nil {
-			return stamp{}, fmt.Errorf("%w: %w", ErrNoBacking, err)
-		}
-	}
-	err = r.verifyFile(ctx, f, m, ob, verifyWorkers())
-	if errors.Is(err, b3.ErrMismatch) && !wholeMember(m) {
-		// A cached outboard may be the bad copy: check against the
-		// store's before blaming the file, as a disk hit does.
-		octx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
-		fresh, oerr := r.outboard(octx, m, true)
-		cancel()
-		switch {
-		case oerr != nil:
-			return stamp{}, fmt.Errorf("%w: %w", ErrNoBacking, oerr)
-		case !bytes.Equal(fresh, ob):
-			err = r.verifyFile(ctx, f, m, fresh, verifyWorkers())
-		}
-	}
-	if errors.Is(err, b3.ErrMismatch) {
-		return stamp{}, r.damaged(f, m, fmt.Errorf("%w: %s: %w", ErrNoBacking, f.Name(), err))
-	}
-	if err != nil {
-		return stamp{}, fmt.Errorf("%w: verifying %s: %w", ErrNoBacking, f.Name(), err)
-	}
-	if st, err = fstat(f); err != nil {
-		return stamp{}, err
-	}
-	if after := stampOf(&st); after != before {
-		return stamp{}, fmt.Errorf("%w: %s changed while it was verified", ErrNoBacking, f.Name())
-	}
-	r.stamps.Put(m.Digest, before)
-	r.st.backVerified.Add(1)
-	r.st.backBytes.Add(m.Size)
-	return before, nil
 }
