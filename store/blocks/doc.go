@@ -83,11 +83,14 @@
 // the daemon's user, mode 0400, of the member's size, in a 0700 cache dir
 // of the same user. It then verifies the whole file against the member's
 // digest (its outboard, or the digest alone for a member of one block),
-// in shares read in parallel by GOMAXPROCS goroutines, once per Reader
-// (that is, per mount) and again whenever the file's stamp (device, inode,
-// size, mtime, ctime) differs from the one recorded after the last
-// verification; the stamp is recorded only if it did not change during
-// the read. Concurrent opens of a member share one verification, which
+// in shares read in parallel by GOMAXPROCS goroutines, under a read
+// lease (stamplease.go), unless the file's stamp (device, inode, size,
+// mtime, ctime) is one recorded after an earlier verification: by this
+// Reader in memory, or durably by any Reader of this boot as a trusted.*
+// attribute of the file's directory (stamp.go), or the file is a verity
+// file stamped as the member's (stampverity.go). The stamp is recorded
+// only if it did not change during the read, and made durable only if
+// the lease held until the clock passed the file's ctime. Concurrent opens of a member share one verification, which
 // goes on when a waiter gives up. A file last touched more than a minute
 // ago is touched before it is verified: that is the disk tier's
 // least-recently-used mark for member files (the tier does not touch
@@ -99,8 +102,9 @@
 // returns an error wrapping ErrNoBacking and the open is served through
 // the Reader, block by block, as usual; a mismatch the Reporter cannot
 // record is owed to the member's first block, as for any event.
-// fs-verity, which would let the kernel check the file itself, is not
-// used: this machine's kernel lacks it, so it was not tried.
+// Where the kernel has fs-verity, a verified file is also made a verity
+// file (the kernel then checks every page it reads); this machine's
+// kernel lacks it, so that path is untested here.
 //
 // # Flights
 //
