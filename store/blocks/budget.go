@@ -207,6 +207,24 @@ func (b *budget) sweep() {
 	}
 }
 
+// shortStale is how long a block read ahead keeps its slot unread while
+// a load waits for one (giveBack).
+const shortStale = time.Second
+
+// giveBack drops the blocks whose load failed, the loose ones loaded, and
+// those loaded and unread for shortStale: a load waits for a slot, and a
+// reader that has not come for its block in that time gives its room to
+// one that has.
+func (b *budget) giveBack() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, h := range b.held {
+		if h.blk != nil && (h.loose || time.Since(h.c.Started()) >= shortStale) || isDone(h.c) && h.c.Failed() {
+			b.drop(k, h)
+		}
+	}
+}
+
 // loaded returns block k if the budget holds it, loaded and not read
 // yet, with a reference held for the caller (pool.Reader).
 func (b *budget) loaded(k cache.Key) (*pool.Block, bool) {

@@ -9,11 +9,12 @@ import (
 	"github.com/pinfs/pinfs/store/pool"
 )
 
-// complete hands a loaded block to the memory tier, which finds it at once,
-// and to its call's waiters, then to the disk tier; the call is forgotten
-// last, so that a reader who arrives in between joins it instead of
-// fetching again. A block that loads is no longer remembered as failed
-// (Reader.fails).
+// complete hands a loaded block to the memory tier, which finds it at
+// once, and to the budget if it was read ahead, then to its call's
+// waiters (the call is forgotten after the tiers have the block, so that a
+// reader who arrives in between joins it instead of fetching again), and
+// last to the disk tier's queue, which may wait for room. A block that
+// loads is no longer remembered as failed (Reader.fails).
 func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error) {
 	k := key(&ru.m, i)
 	c := ru.calls[i-ru.first]
@@ -27,10 +28,15 @@ func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error
 	}
 	r.fails.forget(k)
 	r.budget.landed(k, c, b)
-	if src == fromNetwork && ru.disk && !r.cfg.LocalObjects {
+	// The waiters go first; the disk tier's queue, which may wait for
+	// room, after, while the flight still holds the block.
+	b.Move(pool.Flight, pool.Call)
+	c.Set(b, nil)
+	r.calls.Forget(k, c)
+	if src == fromNetwork && ru.disk && !(r.cfg.LocalCAS && ru.m.Object.CAS != "") {
 		_ = r.disk.PutBlock(k, ru.m.Size, b) // best effort: the tier counts and logs a failure
 	}
-	r.setCall(c, k, b, pool.Flight)
+	b.Release(pool.Call)
 }
 
 // A block's load is a call of r.calls whose result is a pool Block. The

@@ -53,15 +53,15 @@ type Config struct {
 	Disk *cache.Disk
 	// Reporter receives events; nil drops them.
 	Reporter Reporter
-	// LocalObjects says Objects is as near as the disk tier itself (a
-	// local store: its files are on this machine's disks, read through
-	// the same page cache): blocks read from it are not copied into the
-	// disk tier, which would cost a second write of every byte read (the
-	// most expensive step of a read here, more than verifying it) and
-	// save nothing: the copy would also compete with the store's own
-	// files for the page cache. Warm still writes (pinfs warm fills the
-	// disk tier on purpose, for passthrough).
-	LocalObjects bool
+	// LocalCAS says the content-addressed members (Object.CAS) of
+	// Objects are files on this machine (a local store), as near as the
+	// disk tier itself: their blocks are not copied into the disk tier as
+	// they are read, which would cost a second write of every byte (the
+	// largest CPU cost per byte of such a read) and a second copy in the
+	// page cache, and save nothing. Warm still writes (pinfs warm fills
+	// the disk tier on purpose, for passthrough). Members read by version
+	// (S3 objects a local store points at) are copied as usual.
+	LocalCAS bool
 	// Pool holds every block the Reader loads, off the Go heap (see
 	// store/pool). nil: the Reader makes its own, of MemBytes +
 	// ReadaheadBudget + PoolReserve, and closes it with the Reader. A

@@ -110,6 +110,12 @@ func New(cfg Config) (*Reader, error) {
 	}
 	r.mem = m
 	r.budget = newBudget(cfg.ReadaheadBudget)
+	// A load that waits for a slot first asks for the ones the Reader can
+	// do without: the front's older blocks, blocks read ahead and left.
+	r.pool.OnShort(func() {
+		r.mem.TrimFront()
+		r.budget.giveBack()
+	})
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }

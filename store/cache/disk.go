@@ -279,7 +279,8 @@ func (d *Disk) Put(k Key, size int64, b []byte) error {
 
 // PutBlock is Put of a pool block: the write-behind queue holds a
 // reference (pool.DiskQueue) until the block is written or dropped, so
-// the caller may release its own at once.
+// the caller may release its own at once. While a load of the pool waits
+// for a slot (pool.Short) the block is dropped instead (DiskStats.Dropped).
 func (d *Disk) PutBlock(k Key, size int64, blk *pool.Block) error {
 	b := blk.Bytes()
 	if !d.enabled() || int64(len(b)) > d.limit || len(b) == 0 {
@@ -290,6 +291,12 @@ func (d *Disk) PutBlock(k Key, size int64, blk *pool.Block) error {
 	}
 	if d.lock == nil {
 		return d.writeFailed(k, errors.New("the directory cannot be written"))
+	}
+	if blk.Slotted() && blk.Pool().Short() {
+		// A load waits for a slot: the cache copy is the holder that
+		// can do without one.
+		d.dropped.Add(1)
+		return nil
 	}
 	if !d.enqueue(k, size, b, blk.Retain(pool.DiskQueue)) {
 		d.dropped.Add(1)

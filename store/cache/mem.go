@@ -188,6 +188,15 @@ func (m *Mem) Wait() {
 	}
 }
 
+// TrimFront drops the older half of the front's blocks: their slots go
+// back to the pool unless ristretto (or another holder) keeps them. The
+// Reader calls it when a load waits for a slot.
+func (m *Mem) TrimFront() {
+	if m.front != nil {
+		m.front.DropOldest((m.front.Len() + 1) / 2)
+	}
+}
+
 // FrontLimit returns the front's budget in bytes (0: no front).
 func (m *Mem) FrontLimit() int64 {
 	if m.front == nil {

@@ -90,6 +90,10 @@ type local struct {
 	s3 lazyClient
 }
 
+// LocalCAS reports that the store's content-addressed members are files
+// on this machine.
+func (l *local) LocalCAS() bool { return true }
+
 // ReadRange reads CAS members locally and S3 members through S3.
 func (l *local) ReadRange(ctx context.Context, obj store.Object, off, length int64) (io.ReadCloser, error) {
 	if obj.CAS != "" || obj.Validate() != nil {

@@ -112,6 +112,19 @@ func (c *Cache[K, V]) Remove(k K) {
 	}
 }
 
+// DropOldest drops up to n of the least recently used entries.
+func (c *Cache[K, V]) DropOldest(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for ; n > 0 && c.ring.prev != &c.ring; n-- {
+		e := c.ring.prev
+		c.unlink(e)
+		delete(c.items, e.key)
+		c.bytes -= e.n
+		c.dropped(e.val)
+	}
+}
+
 // Clear drops every entry.
 func (c *Cache[K, V]) Clear() {
 	c.mu.Lock()

@@ -60,6 +60,9 @@ func (b *Block) Bytes() []byte {
 	return b.buf
 }
 
+// Pool returns the pool b was taken from.
+func (b *Block) Pool() *Pool { return b.p }
+
 // Len returns the number of bytes of the block.
 func (b *Block) Len() int { return len(b.buf) }
 

@@ -28,6 +28,8 @@ type Pool struct {
 	slots int
 
 	mu      sync.Mutex
+	short   []func()      // OnShort's: asked to give slots back when a Get must wait
+	lastAsk time.Time     // when they were asked last
 	free    []int32       // a stack: the slot freed last is reused first
 	used    []bool        // slots handed out at least once (pooldebug's poison check)
 	wake    chan struct{} // closed (and replaced) when a slot is freed while waiters wait
@@ -72,6 +74,31 @@ func (p *Pool) Bytes() int64 { return int64(p.slots) * SlotSize }
 // Its bytes are not zeroed: the caller overwrites them all.
 func (p *Pool) Get(ctx context.Context, n int, h Holder) (*Block, error) {
 	return p.get(ctx, n, h, true)
+}
+
+// askEvery is how often Gets that wait ask the OnShort functions for
+// slots, at most; askAgain how long one waits before it asks again.
+const (
+	askEvery = 10 * time.Millisecond
+	askAgain = 100 * time.Millisecond
+)
+
+// OnShort registers f, which a Get that finds no free slot calls (at most
+// every askEvery, before it waits) so that holders of slots they could
+// do without (a cache's oldest blocks, blocks read ahead and left
+// unread) give them back. f must not call Get.
+func (p *Pool) OnShort(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.short = append(p.short, f)
+}
+
+// Short reports whether a Get is waiting for a slot now: a holder that
+// may drop what it would hold (the disk tier's write-behind) does.
+func (p *Pool) Short() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiters > 0
 }
 
 // TryGet is Get without waiting: ok is false when no slot is free (or n
@@ -125,13 +152,27 @@ func (p *Pool) get(ctx context.Context, n int, h Holder, wait bool) (*Block, err
 		}
 		wake := p.wake
 		p.waiters++
+		var ask []func()
+		if now := time.Now(); now.Sub(p.lastAsk) >= askEvery {
+			p.lastAsk, ask = now, p.short
+		}
 		p.mu.Unlock()
+		for _, f := range ask {
+			f()
+		}
+		t := time.NewTimer(askAgain)
 		select {
 		case <-wake:
+			t.Stop()
+			p.mu.Lock()
+			p.waiters--
+			p.mu.Unlock()
+		case <-t.C: // ask again: blocks left unread age into ones to give back
 			p.mu.Lock()
 			p.waiters--
 			p.mu.Unlock()
 		case <-ctx.Done():
+			t.Stop()
 			p.mu.Lock()
 			p.waiters--
 			p.mu.Unlock()

@@ -201,3 +201,32 @@ func TestConcurrentHolders(t *testing.T) {
 		}
 	}
 }
+
+// A Get that finds no free slot asks the OnShort functions for one
+// before it waits: a holder that gives one back lets it through without
+// anyone else releasing.
+func TestOnShortGivesBack(t *testing.T) {
+	p := newPool(t, 1)
+	held, _ := p.Get(context.Background(), SlotSize, Memory)
+	var asked int
+	p.OnShort(func() {
+		asked++
+		if held != nil {
+			held.Release(Memory)
+			held = nil
+		}
+	})
+	if p.Short() {
+		t.Fatal("Short with no Get waiting")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := p.Get(ctx, SlotSize, Flight)
+	if err != nil {
+		t.Fatalf("Get with a holder that gives its slot back: %v", err)
+	}
+	if asked != 1 {
+		t.Fatalf("OnShort called %d times, want 1", asked)
+	}
+	b.Release(Flight)
+}

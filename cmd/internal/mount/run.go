@@ -21,7 +21,6 @@ import (
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/health"
-	"github.com/pinfs/pinfs/store/localstore"
 	"github.com/pinfs/pinfs/store/metacache"
 	"github.com/pinfs/pinfs/store/pool"
 	"github.com/pinfs/pinfs/verify"
@@ -192,7 +191,7 @@ func Run(ctx context.Context, c Config) (err error) {
 		Objects: watched, Content: watched.Content(), Fallback: fallbackOf(c.Store), Outboards: meta, MemBytes: sizes.Mem, Disk: disk,
 		Reporter: reporter{rec: rec, log: log}, ReadTimeout: c.ReadTimeout, StallTimeout: c.StallTimeout,
 		ReadaheadMax: c.ReadaheadMax, ReadaheadBudget: sizes.Readahead, Pool: bp,
-		LocalObjects: isLocal(c.Store),
+		LocalCAS: localCAS(c.Store),
 	})
 	if err != nil {
 		return err
@@ -411,11 +410,11 @@ func fallbackOf(st store.Store) store.ContentReader {
 	return nil
 }
 
-// isLocal reports whether st is a local store: its files are as near as
-// the disk cache, so reads are not copied into it (blocks.Config's
-// LocalObjects); passthrough then serves only members pinfs warm put in
-// the disk cache.
-func isLocal(st store.Store) bool {
-	_, ok := st.(*localstore.Store)
-	return ok
+// localCAS reports whether st keeps content-addressed members in files on
+// this machine (a local store): they are not copied into the disk cache as
+// they are read (blocks.Config's LocalCAS); passthrough then serves only
+// those pinfs warm put there.
+func localCAS(st store.Store) bool {
+	l, ok := st.(interface{ LocalCAS() bool })
+	return ok && l.LocalCAS()
 }
