@@ -282,8 +282,11 @@ func (r *Reader) verified(ctx context.Context, f *os.File, m *Member) error {
 			g := os.NewFile(uintptr(fd), f.Name())
 			defer g.Close()
 			st, err := r.verifyBacking(r.ctx, g, &mc)
-			c.Set(st, err)
+			// Forgotten before it ends: a caller woken by the end may
+			// change the file and ask again at once, and must then get
+			// a verification of its own, not this one's stamp.
 			r.backs.Forget(mc.Digest, c)
+			c.Set(st, err)
 		}()
 	}
 	rec, err := c.Wait(ctx)

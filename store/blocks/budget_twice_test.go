@@ -3,6 +3,8 @@ package blocks
 import (
 	"testing"
 
+	"github.com/pinfs/pinfs/store/pool/pooltest"
+
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/verify/b3"
 )
@@ -18,7 +20,7 @@ var k0 b3.Sum
 // for good.
 func TestBudgetHoldTwiceGivesBack(t *testing.T) {
 	const n = BlockSize
-	p := testPool(t, 1)
+	p := pooltest.New(t, 1)
 	b := newBudget(4 * n)
 	k := cache.Key{Index: 3}
 	if !b.take(k0, n) {

@@ -10,22 +10,6 @@ import (
 	"github.com/pinfs/pinfs/store/pool"
 )
 
-// testPool returns a pool of n slots, checked at cleanup: every slot must
-// be back once the test released what it held.
-func testPool(t *testing.T, n int) *pool.Pool {
-	t.Helper()
-	p, err := pool.New(int64(n) * pool.SlotSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if st := p.Stats(); st.Free != st.Slots {
-			t.Errorf("%d of %d slots still held at the end: %v", st.Slots-st.Free, st.Slots, st.InUse)
-		}
-	})
-	return p
-}
-
 // holdLoaded holds k in b, loaded by a call that ended with data (in a
 // block of p), as a flight that read it ahead would leave it.
 func holdLoaded(t *testing.T, b *budget, p *pool.Pool, k cache.Key, n int64, data string, loose bool) {

@@ -3,6 +3,7 @@ package blocks
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
@@ -28,6 +29,9 @@ func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error
 	}
 	r.fails.forget(k)
 	r.budget.landed(k, c, b)
+	if i == ru.owner && ru.handoff != nil {
+		ru.handoff.give(b)
+	}
 	// The waiters go first; the disk tier's queue, which may wait for
 	// room, after, while the flight still holds the block.
 	b.Move(pool.Flight, pool.Call)
@@ -44,26 +48,72 @@ func (r *Reader) complete(ru *run, i int64, b *pool.Block, src source, err error
 // forgotten, just after: by then the block is in the memory tier's front
 // (which keeps the last blocks loaded), in the budget if it was read
 // ahead and in the disk tier's queue, each with a reference of its own.
-// A waiter takes its own reference (waitRef) with TryRetain: a block that
+// The read that started the run gets its reference from the run's
+// handoff; any other waiter takes its own (waitPending) with TryRetain: a block that
 // has left every holder by the time the waiter runs is lost (errLost),
 // never reused under it, and get pends the block again.
+
+// handoff is the reference a run keeps for the read that started it: the
+// block that read missed goes to it whatever the tiers do meanwhile, so
+// that it is never lost between the flight and its reader, however many
+// other blocks pass through the memory tier before the reader runs.
+type handoff struct {
+	mu   sync.Mutex
+	b    *pool.Block // held (pool.Reader) until taken
+	gone bool        // taken, or the read went away: give keeps nothing
+}
+
+// give keeps a reference to b for the read, unless it has gone.
+func (h *handoff) give(b *pool.Block) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.gone {
+		h.b = b.Retain(pool.Reader)
+	}
+}
+
+// take returns the reference kept for the read, if any, and closes h.
+func (h *handoff) take() *pool.Block {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gone = true
+	b := h.b
+	h.b = nil
+	return b
+}
+
+// drop closes h, releasing a reference kept and not taken.
+func (h *handoff) drop() {
+	if b := h.take(); b != nil {
+		b.Release(pool.Reader)
+	}
+}
+
+// waitPending waits for pd's call and returns its block with a reference
+// held for the caller (pool.Reader): the one kept by pd's handoff, if the
+// read started the run, or else one taken with TryRetain.
+func waitPending(ctx context.Context, pd pending) (*pool.Block, error) {
+	v, err := pd.c.Wait(ctx)
+	if pd.h != nil {
+		if b := pd.h.take(); b != nil {
+			if err == nil {
+				return b, nil
+			}
+			b.Release(pool.Reader)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if v == nil || !v.TryRetain(pool.Reader) {
+		return nil, errLost
+	}
+	return v, nil
+}
 
 // errLost: a load's block was released before its waiter took a
 // reference; get starts over.
 var errLost = errors.New("blocks: block released before its reader took it")
-
-// waitRef waits for c and returns its block with a reference held for the
-// caller (pool.Reader).
-func waitRef(ctx context.Context, c *lru.Call[*pool.Block]) (*pool.Block, error) {
-	b, err := c.Wait(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if b == nil || !b.TryRetain(pool.Reader) {
-		return nil, errLost
-	}
-	return b, nil
-}
 
 // setCall ends c with b, whose reference the caller holds as from, and
 // forgets it as k's call; the call's own reference goes at once.

@@ -49,6 +49,8 @@ type run struct {
 	q0, q1   int64
 	deadline time.Time
 	disk     bool
+	owner    int64    // the block of the read that started the run (runRead)
+	handoff  *handoff // that read's reference to it (cache.go); nil for other runs
 }
 
 // startRun returns the calls of the run that block i of m belongs to and
@@ -61,21 +63,33 @@ type run struct {
 // keeps it for the blocks it loads, those after hold loosely (budget.hold):
 // without room startRun returns nil.
 // The run ends ReadTimeout after start (the read's start; zero: from
-// now).
-func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[*pool.Block], int64) {
+// now). A read's run (runRead) that startRun starts also returns the
+// handoff that keeps block i for that read: the caller must take it
+// (waitPending) or drop it.
+func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk bool, start time.Time) ([]*lru.Call[*pool.Block], int64, *handoff) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return []*lru.Call[*pool.Block]{lru.Finished[*pool.Block](nil, ErrClosed)}, i
+		return []*lru.Call[*pool.Block]{lru.Finished[*pool.Block](nil, ErrClosed)}, i, nil
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
 	var reserved int64 // bytes of the budget not yet held by a block
-	if kind != runRead {
+	switch {
+	case kind != runRead:
 		reserved = runBytes(m, lo, hi)
 		if !r.budget.take(m.Digest, reserved) {
 			r.wg.Done()
-			return nil, i
+			return nil, i, nil
+		}
+	case hi > i:
+		// The blocks a miss's run brings beyond i are read ahead of
+		// their reader: the budget keeps them, as readahead's, or the
+		// memory tier may push them out before their reader comes (with
+		// many readers, their runs alone outgrow it) and they are
+		// fetched twice. Without room the run is i alone.
+		if reserved = runBytes(m, i+1, hi); !r.budget.take(m.Digest, reserved) {
+			reserved, hi = 0, i
 		}
 	}
 	c, own, onDisk := r.take(m, i)
@@ -89,7 +103,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 		}
 		r.budget.give(m.Digest, reserved)
 		r.wg.Done()
-		return []*lru.Call[*pool.Block]{c}, i
+		return []*lru.Call[*pool.Block]{c}, i, nil
 	}
 	if start.IsZero() {
 		start = c.Started()
@@ -124,16 +138,22 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 		}
 	}
 	if kind == runRead {
+		ru.owner, ru.handoff = i, new(handoff)
+	}
+	if kind == runRead && reserved == 0 {
 		go r.fly(ru)
-		return ru.calls, ru.first
+		return ru.calls, ru.first, ru.handoff
 	}
 	if kind == runAhead {
 		r.st.readaheads.Add(1)
 	}
 	for j, cj := range ru.calls {
-		k := key(m, ru.first+int64(j))
-		_, n := blockRange(m, ru.first+int64(j))
-		r.budget.hold(k, n, cj, ru.first+int64(j) > hold)
+		b := ru.first + int64(j)
+		if kind == runRead && b <= i {
+			continue // the read's own, or behind it
+		}
+		_, n := blockRange(m, b)
+		r.budget.hold(key(m, b), n, cj, b > hold)
 		reserved -= n
 	}
 	r.budget.give(m.Digest, reserved)
@@ -141,7 +161,7 @@ func (r *Reader) startRun(m *Member, i, lo, hi, hold int64, kind runKind, disk b
 		r.fly(ru)
 		r.budget.failed(ru.first, ru.calls, func(i int64) cache.Key { return key(&ru.m, i) })
 	}()
-	return ru.calls, ru.first
+	return ru.calls, ru.first, ru.handoff
 }
 
 // runBytes returns the bytes of blocks lo..hi of m.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/pinfs/pinfs/store/pool/pooltest"
+
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/pool"
 )
@@ -32,7 +34,7 @@ func TestHeldBlocksOutliveChurn(t *testing.T) {
 	// freed while something still held it would be overwritten (and,
 	// built with pooldebug, the Get reusing it would panic on a write
 	// through a stale slice).
-	p := testPool(t, 32)
+	p := pooltest.New(t, 32)
 	r := e.reader(Config{MemBytes: 2 * BlockSize, Disk: disk, ReadaheadMax: 2 * BlockSize, ReadaheadBudget: 4 * BlockSize,
 		SpanBlocks: 2, Pool: p})
 	ctx := context.Background()

@@ -145,7 +145,7 @@ func (r *Reader) readahead(m *Member, first, last int64) {
 		if window < span {
 			hold = min(hi, to)
 		}
-		cs, first := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
+		cs, first, _ := r.startRun(m, i, lo, hi, hold, runAhead, disk, time.Time{})
 		if cs == nil {
 			r.st.aheadSkipped.Add(1)
 			return

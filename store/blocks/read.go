@@ -118,6 +118,7 @@ func check(m *Member, off int64) error {
 type pending struct {
 	b    *pool.Block
 	c    *lru.Call[*pool.Block]
+	h    *handoff // the read started c's run: its reference to the block
 	err  error
 	owed bool
 }
@@ -126,6 +127,9 @@ type pending struct {
 func (pd pending) drop() {
 	if pd.b != nil {
 		pd.b.Release(pool.Reader)
+	}
+	if pd.h != nil {
+		pd.h.drop()
 	}
 }
 
@@ -147,10 +151,13 @@ func (r *Reader) pend(m *Member, i int64, start time.Time) pending {
 	lo, hi := i, i
 	seq := r.sequential(m)
 	if seq {
-		lo, hi = runBounds(i, int64(r.cfg.SpanBlocks), numBlocks(m.Size), 0)
+		// From i on: the blocks of the group behind a sequential
+		// reader were read already, and with many readers the memory
+		// tier has let them go; fetching them again is pure waste.
+		_, hi = runBounds(i, int64(r.cfg.SpanBlocks), numBlocks(m.Size), 0)
 	}
-	cs, first := r.startRun(m, i, lo, hi, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()), start)
-	return pending{c: cs[i-first]}
+	cs, first, h := r.startRun(m, i, lo, hi, hi, runRead, putOnDisk(seq, m.Size, r.disk.Limit()), start)
+	return pending{c: cs[i-first], h: h}
 }
 
 // maxLost bounds how often get starts over for a block whose load ended
@@ -185,7 +192,7 @@ func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start 
 		case pd.c == nil:
 			return pd.b, nil
 		}
-		b, err := waitRef(ctx, pd.c)
+		b, err := waitPending(ctx, pd)
 		if errors.Is(err, errLost) && lost < maxLost {
 			r.st.lost.Add(1)
 			pd = r.pend(m, i, start)
@@ -196,8 +203,8 @@ func (r *Reader) get(ctx context.Context, m *Member, i int64, pd pending, start 
 		}
 		if pd.c.Started().Before(start) && passing(err) && ctx.Err() == nil && time.Since(start) < r.cfg.ReadTimeout {
 			r.st.freshFlights.Add(1)
-			cs, first := r.startRun(m, i, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
-			b, err = waitRef(ctx, cs[i-first])
+			cs, first, h := r.startRun(m, i, i, i, i, runRead, putOnDisk(false, m.Size, r.disk.Limit()), start)
+			b, err = waitPending(ctx, pending{c: cs[i-first], h: h})
 		}
 		if err != nil && ctx.Err() == nil && passing(err) {
 			r.fails.add(key(m, i), err)

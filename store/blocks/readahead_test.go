@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinfs/pinfs/store/pool/pooltest"
+
 	"github.com/pinfs/pinfs/store"
 	"github.com/pinfs/pinfs/store/cache"
 	"github.com/pinfs/pinfs/store/lru"
@@ -335,7 +337,7 @@ func TestWarmBudget(t *testing.T) {
 // block in flight keeps it, and a loaded one is served by the budget
 // until it is read.
 func TestBudgetSweep(t *testing.T) {
-	p := testPool(t, 2)
+	p := pooltest.New(t, 2)
 	b := newBudget(4 << 20)
 	b.stale = time.Hour
 	k := func(i int64) cache.Key { return cache.Key{Index: i} }
@@ -398,7 +400,7 @@ func TestReadaheadFailureReleases(t *testing.T) {
 // its room to the first take that needs it once it is loaded, long before
 // staleAfter; one still in flight keeps it.
 func TestBudgetLoose(t *testing.T) {
-	p := testPool(t, 1)
+	p := pooltest.New(t, 1)
 	b := newBudget(2 << 20)
 	b.stale = time.Hour
 	k := func(i int64) cache.Key { return cache.Key{Index: i} }

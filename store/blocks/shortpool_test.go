@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/pinfs/pinfs/store/pool/pooltest"
 )
 
 // A pool filled by blocks read ahead for a reader that went away does not
@@ -13,7 +15,7 @@ import (
 // fail at its timeout.
 func TestShortPoolGivesBackReadahead(t *testing.T) {
 	e := newEnv(t)
-	p := testPool(t, 24)
+	p := pooltest.New(t, 24)
 	r := e.reader(Config{Pool: p, MemBytes: 4 * BlockSize, ReadaheadMax: 16 * BlockSize,
 		ReadaheadBudget: 16 * BlockSize, SpanBlocks: 4, ReadTimeout: 20 * time.Second})
 	left := e.member(40 * BlockSize)

@@ -142,15 +142,23 @@ func (r *Reader) stampDir(m *Member, st stamp) (int, error) {
 	return fd, nil
 }
 
+// stampAt opens the directory that keeps the durable stamp of m's file of
+// stamp st (stampDir) and returns it with this boot's id; ok is false
+// when there is none to use.
+func (r *Reader) stampAt(m *Member, st stamp) (fd int, boot [16]byte, ok bool) {
+	boot, err := bootID()
+	if err != nil {
+		return -1, boot, false
+	}
+	fd, err = r.stampDir(m, st)
+	return fd, boot, err == nil
+}
+
 // stampedDurably reports whether m's durable stamp says that a member
 // file of stamp st holds m's bytes.
 func (r *Reader) stampedDurably(m *Member, st stamp) bool {
-	boot, err := bootID()
-	if err != nil {
-		return false
-	}
-	fd, err := r.stampDir(m, st)
-	if err != nil {
+	fd, boot, ok := r.stampAt(m, st)
+	if !ok {
 		return false
 	}
 	defer unix.Close(fd)
@@ -168,17 +176,13 @@ func (r *Reader) stampedDurably(m *Member, st stamp) bool {
 // the directory's stamps (pruneStamps). It reports whether the stamp was
 // written.
 func (r *Reader) stampDurably(m *Member, st stamp) bool {
-	boot, err := bootID()
-	if err != nil {
-		return false
-	}
-	fd, err := r.stampDir(m, st)
-	if err != nil {
+	fd, boot, ok := r.stampAt(m, st)
+	if !ok {
 		return false
 	}
 	defer unix.Close(fd)
 	name, v := stampName(m.Digest), durable{digest: m.Digest, boot: boot, st: st}.encode()
-	err = unix.Fsetxattr(fd, name, v, 0)
+	err := unix.Fsetxattr(fd, name, v, 0)
 	if (err == unix.ENOSPC || err == unix.E2BIG) && pruneStamps(fd, filepath.Dir(r.disk.MemberPath(m.Digest)), boot) {
 		err = unix.Fsetxattr(fd, name, v, 0)
 	}

@@ -81,7 +81,7 @@ func (r *Reader) Warm(ctx context.Context, m *Member, progress func(int64)) erro
 		}
 		start := time.Now()
 		hi := min(i+span, nb) - 1
-		cs, first := r.startRun(m, i, i, hi, hi, runWarm, false, time.Time{})
+		cs, first, _ := r.startRun(m, i, i, hi, hi, runWarm, false, time.Time{})
 		if cs == nil { // no room in the budget: wait for the oldest block, or for others to be read
 			var err error
 			if len(queue) > 0 {

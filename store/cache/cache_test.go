@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pinfs/pinfs/store/pool"
+	"github.com/pinfs/pinfs/store/pool/pooltest"
 	"github.com/pinfs/pinfs/verify/b3"
 )
 
@@ -17,23 +18,6 @@ func key(i int, idx int64) Key {
 
 func block(k Key, n int) []byte {
 	return bytes.Repeat([]byte(k.String()[:8]), n/8+1)[:n]
-}
-
-// testPool returns a pool of slots for a test, checked at the end: every
-// slot must have come back once the test has released what it holds and
-// closed its tiers.
-func testPool(t *testing.T, slots int) *pool.Pool {
-	t.Helper()
-	p, err := pool.New(int64(slots) * pool.SlotSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if st := p.Stats(); st.Free != st.Slots {
-			t.Errorf("%d of %d slots still held at the end: %v", st.Slots-st.Free, st.Slots, st.InUse)
-		}
-	})
-	return p
 }
 
 // memPut puts block(k, n) into m from a pool block, and releases the
@@ -77,7 +61,7 @@ func TestKeyName(t *testing.T) {
 }
 
 func TestMem(t *testing.T) {
-	p := testPool(t, 1)
+	p := pooltest.New(t, 1)
 	m, err := NewMem(4 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +90,7 @@ func TestMem(t *testing.T) {
 }
 
 func TestMemBudget(t *testing.T) {
-	p := testPool(t, 40)
+	p := pooltest.New(t, 40)
 	m, err := NewMem(4 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +115,7 @@ func TestMemBudget(t *testing.T) {
 // policy have taken it, keeps the latest within its budget, and works
 // alone when ristretto has no budget.
 func TestMemFront(t *testing.T) {
-	p := testPool(t, 16)
+	p := pooltest.New(t, 16)
 	m, err := NewMem(1<<20, WithFront(3<<20))
 	if err != nil {
 		t.Fatal(err)

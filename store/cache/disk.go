@@ -262,19 +262,7 @@ func (d *Disk) partPath(dg b3.Sum) string { return d.MemberPath(dg) + partSuffix
 // hit), and eviction treats that file like any other, so it may be the
 // one removed to make room for its own next block.
 func (d *Disk) Put(k Key, size int64, b []byte) error {
-	if !d.enabled() || int64(len(b)) > d.limit || len(b) == 0 {
-		return nil
-	}
-	if int64(len(b)) != blockLen(size, k.Index) {
-		return fmt.Errorf("cache: block %v of a member of %d bytes: %d bytes, want %d", k, size, len(b), blockLen(size, k.Index))
-	}
-	if d.lock == nil {
-		return d.writeFailed(k, errors.New("the directory cannot be written"))
-	}
-	if !d.enqueue(k, size, b, nil) {
-		d.dropped.Add(1)
-	}
-	return nil
+	return d.put(k, size, b, nil)
 }
 
 // PutBlock is Put of a pool block: the write-behind queue holds a
@@ -282,7 +270,11 @@ func (d *Disk) Put(k Key, size int64, b []byte) error {
 // the caller may release its own at once. While a load of the pool waits
 // for a slot (pool.Short) the block is dropped instead (DiskStats.Dropped).
 func (d *Disk) PutBlock(k Key, size int64, blk *pool.Block) error {
-	b := blk.Bytes()
+	return d.put(k, size, blk.Bytes(), blk)
+}
+
+// put is Put of b, the bytes of blk if it is not nil.
+func (d *Disk) put(k Key, size int64, b []byte, blk *pool.Block) error {
 	if !d.enabled() || int64(len(b)) > d.limit || len(b) == 0 {
 		return nil
 	}
@@ -292,13 +284,16 @@ func (d *Disk) PutBlock(k Key, size int64, blk *pool.Block) error {
 	if d.lock == nil {
 		return d.writeFailed(k, errors.New("the directory cannot be written"))
 	}
-	if blk.Slotted() && blk.Pool().Short() {
-		// A load waits for a slot: the cache copy is the holder that
-		// can do without one.
-		d.dropped.Add(1)
-		return nil
+	if blk != nil {
+		if blk.Slotted() && blk.Pool().Short() {
+			// A load waits for a slot: the cache copy is the holder
+			// that can do without one.
+			d.dropped.Add(1)
+			return nil
+		}
+		blk.Retain(pool.DiskQueue)
 	}
-	if !d.enqueue(k, size, b, blk.Retain(pool.DiskQueue)) {
+	if !d.enqueue(k, size, b, blk) {
 		d.dropped.Add(1)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/pinfs/pinfs/store/pool/pooltest"
+
 	"github.com/pinfs/pinfs/store/pool"
 )
 
@@ -17,7 +19,7 @@ import (
 // that did not hold the block would write whatever the slot held next
 // (and, built with pooldebug, the churn's Get would panic on the write).
 func TestDiskQueueHoldsItsBlock(t *testing.T) {
-	p := testPool(t, 3)
+	p := pooltest.New(t, 3)
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
 	release := onceFunc(t, holdWriter(d))
 	ctx := context.Background()
@@ -62,7 +64,7 @@ func TestDiskQueueHoldsItsBlock(t *testing.T) {
 // A block the queue refuses (one of the same key queued already, or a
 // full queue) is released at once.
 func TestDiskQueueReleasesWhatItRefuses(t *testing.T) {
-	p := testPool(t, 2)
+	p := pooltest.New(t, 2)
 	d := openDisk(t, t.TempDir(), 64*BlockSize)
 	release := onceFunc(t, holdWriter(d))
 	k := key(8, 0)

@@ -1,28 +1,12 @@
 package memtarget
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"testing"
-)
 
-func logged(t *testing.T, f func(*slog.Logger)) []map[string]any {
-	t.Helper()
-	var buf bytes.Buffer
-	f(slog.New(slog.NewJSONHandler(&buf, nil)))
-	var lines []map[string]any
-	for l := range strings.Lines(buf.String()) {
-		var line map[string]any
-		if err := json.Unmarshal([]byte(l), &line); err != nil {
-			t.Fatalf("log %q: %v", l, err)
-		}
-		lines = append(lines, line)
-	}
-	return lines
-}
+	"github.com/pinfs/pinfs/store/storetest"
+)
 
 // TestLog: one "memory" line with the target, its source and how it is
 // shared; a warning when the flags outgrow the target, another when the
@@ -33,7 +17,7 @@ func TestLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Source, s.Limit = SourceV2, 640<<20
-	lines := logged(t, func(l *slog.Logger) { s.Log(l, "snapshot_heap", 5<<20) })
+	lines := storetest.LogLines(t, func(l *slog.Logger) { s.Log(l, "snapshot_heap", 5<<20) })
 	if len(lines) != 1 {
 		t.Fatalf("log %v, want one line", lines)
 	}
@@ -46,7 +30,7 @@ func TestLog(t *testing.T) {
 	}
 	over := s.Override(4<<30, true, 0, false)
 	over.Unread = errors.New("memory target: bad file")
-	lines = logged(t, func(l *slog.Logger) { over.Log(l) })
+	lines = storetest.LogLines(t, func(l *slog.Logger) { over.Log(l) })
 	if len(lines) != 3 || lines[1]["level"] != "WARN" || lines[1]["over"] != float64(over.Over) ||
 		lines[2]["level"] != "WARN" || lines[2]["err"] != "memory target: bad file" {
 		t.Errorf("log %v; want the memory line, a warning of %d over and one of the unread cgroup", lines, over.Over)

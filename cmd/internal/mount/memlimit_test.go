@@ -1,16 +1,15 @@
 package mount
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"testing"
+
+	"github.com/pinfs/pinfs/store/storetest"
 
 	"github.com/pinfs/pinfs/store/blocks"
 	"github.com/pinfs/pinfs/store/memtarget"
@@ -23,22 +22,6 @@ func restoreMemoryLimit(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
 }
 
-// memLogLines runs f with a JSON logger and returns its lines' fields.
-func memLogLines(t *testing.T, f func(*slog.Logger)) []map[string]any {
-	t.Helper()
-	var buf bytes.Buffer
-	f(slog.New(slog.NewJSONHandler(&buf, nil)))
-	var lines []map[string]any
-	for l := range strings.Lines(buf.String()) {
-		var line map[string]any
-		if err := json.Unmarshal([]byte(l), &line); err != nil {
-			t.Fatalf("log %q: %v", l, err)
-		}
-		lines = append(lines, line)
-	}
-	return lines
-}
-
 // TestLimitMemory: the Go soft limit is the heap part of the mount's
 // memory, not its block pool.
 func TestLimitMemory(t *testing.T) {
@@ -49,7 +32,7 @@ func TestLimitMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := memLogLines(t, func(l *slog.Logger) { limitMemory(s, l) })
+	lines := storetest.LogLines(t, func(l *slog.Logger) { limitMemory(s, l) })
 	got := debug.SetMemoryLimit(-1)
 	if got != s.Heap {
 		t.Errorf("memory limit %d, want the heap part %d (target %d, pool %d)", got, s.Heap, s.Target, s.Pool)
@@ -68,7 +51,7 @@ func TestLimitMemoryGOMEMLIMITWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lines := memLogLines(t, func(l *slog.Logger) { limitMemory(s, l) }); lines != nil {
+	if lines := storetest.LogLines(t, func(l *slog.Logger) { limitMemory(s, l) }); lines != nil {
 		t.Errorf("limitMemory logged %v with GOMEMLIMIT set", lines)
 	}
 	if got := debug.SetMemoryLimit(-1); got != set {
