@@ -119,8 +119,10 @@ bench-deps:
 # verification, the read path and its caches, the metrics, the
 # million-member index and tree, the consumed set and run show at a
 # million members) go to bench/go-bench.txt.
-# About 15 minutes here: 5 for the loopback rows, 6 for the shaped rows (issue 23;
-# PINFS_BENCH_ONLY=shaped runs them alone, PINFS_BENCH_S3FS=0 skips s3fs), 3.5 for
+# About 30 minutes here: 5 for the loopback rows, 8.5 for the shaped rows (issues 23
+# and 38; PINFS_BENCH_ONLY=shaped runs them alone, PINFS_BENCH_S3FS=0 skips s3fs),
+# 13 for issue 38's many readers on a local store (PINFS_BENCH_ONLY=concurrency, about
+# 4 once its 16 GiB fixture exists; 32 GiB of free disk for a moment), 3.5 for
 # the Go benchmarks. Issue 26's rows (1M and 10M members in a local store, a
 # few minutes, 8 GB of disk) run only alone: PINFS_BENCH_ONLY=members.
 bench: export VERSITYGW := $(BIN)/versitygw
