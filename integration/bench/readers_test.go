@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -59,8 +57,7 @@ func TestReaderProcess(t *testing.T) {
 func readProcs(t *testing.T, root string, members []string, size int, procs int) (time.Duration, float64, error) {
 	t.Helper()
 	dir := t.TempDir()
-	cmds := make([]*exec.Cmd, procs)
-	outs := make([]strings.Builder, procs)
+	envs := make([][]string, procs)
 	for k := range procs {
 		var sb strings.Builder
 		for i := k; i < len(members); i += procs {
@@ -70,48 +67,7 @@ func readProcs(t *testing.T, root string, members []string, size int, procs int)
 		if err := os.WriteFile(list, []byte(sb.String()), 0o644); err != nil {
 			return 0, 0, err
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestReaderProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), readerListEnv+"="+list, readerSizeEnv+"="+strconv.Itoa(size))
-		cmd.Stdout, cmd.Stderr = &outs[k], &outs[k]
-		cmds[k] = cmd
+		envs[k] = []string{readerListEnv + "=" + list, readerSizeEnv + "=" + strconv.Itoa(size)}
 	}
-	start := time.Now()
-	for k, cmd := range cmds {
-		if err := cmd.Start(); err != nil {
-			for _, c := range cmds[:k] {
-				c.Process.Kill()
-				c.Wait()
-			}
-			return 0, 0, err
-		}
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, procs)
-	timer := time.AfterFunc(5*time.Minute, func() {
-		for _, c := range cmds {
-			c.Process.Kill()
-		}
-	})
-	defer timer.Stop()
-	for k, cmd := range cmds {
-		wg.Go(func() {
-			if err := cmd.Wait(); err != nil {
-				errs[k] = fmt.Errorf("reader process %d: %v: %s", k, err, strings.TrimSpace(outs[k].String()))
-			}
-		})
-	}
-	wg.Wait()
-	wall := time.Since(start)
-	var cpu float64
-	for _, cmd := range cmds {
-		if ps := cmd.ProcessState; ps != nil {
-			cpu += ps.UserTime().Seconds() + ps.SystemTime().Seconds()
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			return wall, cpu, err
-		}
-	}
-	return wall, cpu, nil
+	return helperProcs("TestReaderProcess", envs)
 }
