@@ -125,6 +125,3 @@ func (b *Block) Move(from, to Holder) {
 	b.p.inUse[from].Add(-1)
 	b.take(to)
 }
-
-// Holds returns how many references h holds to b.
-func (b *Block) Holds(h Holder) int { return int(b.held[h].Load()) }
